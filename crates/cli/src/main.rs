@@ -1,0 +1,100 @@
+//! `voxspec`: the command-line tool. One subcommand per pipeline stage; run
+//! `voxspec <command> --help` for each.
+
+mod audio_cmd;
+mod bench;
+mod prepare;
+mod progress;
+mod tokenizer;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Codec-language-model text-to-speech with a fast autoregressive stage.
+///
+/// Pipeline: prepare → tokenizer train → codec train/extract → train → synthesize → bench → export.
+/// This build provides the data stages (prepare, tokenizer), audio utilities and the audio
+/// benchmark; the model stages arrive with later releases.
+#[derive(Debug, Parser)]
+#[command(name = "voxspec", version, propagate_version = true)]
+struct Cli {
+    /// More logging: -v info from every crate, -vv debug, -vvv trace (RUST_LOG overrides).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Worker threads for parallel work (default: all cores).
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Scan a corpus (LibriTTS layout or plain) and write train/dev/test manifests.
+    Prepare(prepare::PrepareArgs),
+    /// Train or apply the text tokenizer.
+    #[command(subcommand)]
+    Tokenizer(tokenizer::TokenizerCommand),
+    /// Inspect and convert audio files.
+    #[command(subcommand)]
+    Audio(audio_cmd::AudioCommand),
+    /// Benchmarks that write JSON reports.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn,voxspec=info,voxspec_cli=info,voxspec_data=info",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(verbose > 0)
+        .init();
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(n) = cli.threads {
+        anyhow::ensure!(n > 0, "--threads must be at least 1");
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| anyhow::anyhow!("cannot set up {n} worker threads: {e}"))?;
+    }
+    match cli.command {
+        Command::Prepare(args) => prepare::run(args),
+        Command::Tokenizer(cmd) => tokenizer::run(cmd),
+        Command::Audio(cmd) => audio_cmd::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

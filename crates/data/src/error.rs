@@ -1,0 +1,116 @@
+//! The error type of `voxspec-data`. Every variant names the file, field or shape at fault.
+
+use std::path::PathBuf;
+
+use voxspec_audio::AudioError;
+
+/// Everything that can go wrong while preparing, reading or batching data.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// An I/O operation on `path` failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done ("reading", "writing", "creating directory", ...).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A line of a JSON-lines manifest could not be parsed.
+    #[error("{path}:{line}: invalid manifest entry: {detail}")]
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A corpus directory does not have the expected layout.
+    #[error("corpus layout error in {path}: {detail}")]
+    Layout {
+        /// The directory at fault.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Manifests already exist and were prepared with different settings.
+    #[error(
+        "{dir} holds manifests prepared with different settings ({detail}); pass --force to rebuild them"
+    )]
+    StaleManifests {
+        /// The output directory.
+        dir: PathBuf,
+        /// Which setting differs.
+        detail: String,
+    },
+    /// A token store shard is malformed.
+    #[error("token store {path}: {detail}")]
+    TokenStore {
+        /// The shard or index file.
+        path: PathBuf,
+        /// What is wrong (tensor name, shape, dtype, value).
+        detail: String,
+    },
+    /// A tokenizer could not be trained, loaded, saved or applied.
+    #[error("tokenizer{}: {detail}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
+    Tokenizer {
+        /// The tokenizer file, when one is involved.
+        path: Option<PathBuf>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Text that cannot be used (empty after normalisation, ...).
+    #[error("text of {id:?}: {detail}")]
+    Text {
+        /// The utterance id or a description of the input.
+        id: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// An utterance in a manifest has no entry in a token store.
+    #[error("utterance {id:?} has no codes in the token store at {store}")]
+    MissingCodes {
+        /// Utterance id.
+        id: String,
+        /// Token store directory.
+        store: PathBuf,
+    },
+    /// An invalid setting.
+    #[error("invalid {field}: {detail}")]
+    Config {
+        /// The setting's name.
+        field: &'static str,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// An audio file could not be read.
+    #[error(transparent)]
+    Audio(#[from] AudioError),
+    /// A dataset index out of range.
+    #[error("index {index} out of range for a dataset of {len} items")]
+    OutOfRange {
+        /// The requested index.
+        index: usize,
+        /// The dataset length.
+        len: usize,
+    },
+}
+
+impl DataError {
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        DataError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = DataError> = std::result::Result<T, E>;

@@ -1,0 +1,31 @@
+//! voxspec-data: everything between a corpus on disk and a padded batch of tensors.
+//!
+//! - [`corpus`]: scan LibriTTS-layout or plain corpora into train/dev/test manifests;
+//! - [`manifest`]: the JSON-lines manifest format;
+//! - [`text`]: text normalisation and the BPE / character tokenizer (`tokenizer.json`);
+//! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
+//! - [`dataset`], [`bucket`]: Burn datasets and batchers with length bucketing and masks.
+
+pub mod bucket;
+pub mod corpus;
+pub mod dataset;
+pub mod error;
+mod fsutil;
+pub mod manifest;
+pub mod text;
+pub mod token_store;
+
+pub use bucket::{BucketConfig, bucket_batches};
+pub use corpus::{
+    Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress, SkipReason,
+    TranscriptKind, prepare,
+};
+pub use dataset::{
+    AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,
+    TtsBatcher, TtsDataset, TtsItem,
+};
+pub use error::{DataError, Result};
+pub use fsutil::write_atomic;
+pub use manifest::{Utterance, read_manifest, write_manifest};
+pub use text::{Normalization, TextTokenizer, TokenizerKind};
+pub use token_store::{Codes, TokenStore, TokenStoreMeta, TokenStoreWriter};

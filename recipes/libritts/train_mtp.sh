@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# The main job: train an AR model with multi-token-prediction heads on codec tokens.
+#
+#   stage 0  prepare      corpus → manifests (train/dev/test.jsonl + summary.json)
+#   stage 1  tokenizer    BPE text tokenizer trained on the train transcripts
+#   stage 2  extract      codec codes for every split (shipped codec)          [not yet available]
+#   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding      [not yet available]
+#   stage 4  train_ar     AR model with MTP heads                              [not yet available]
+#   stage 5  train_nar    NAR model for RVQ layers 2..N                        [not yet available]
+#   stage 6  bench        decoders side by side: speed and quality            [not yet available]
+#   stage 7  export       self-contained checkpoint card                       [not yet available]
+#
+# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
+# reruns one. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."   # repository root
+
+stage=0
+stop_stage=100
+exp=""
+vocab_size=""
+threads=""
+force_stages=()
+verbose=()
+
+usage() {
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  cat <<USAGE
+
+Usage: $0 [options]
+  --stage N            first stage to run (default 0)
+  --stop-stage N       last stage to run (default: all)
+  --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
+  --vocab-size N       BPE vocabulary size (default 256 for minitts, 512 for LibriTTS)
+  --threads N          worker threads (default: all cores)
+  --force-stage NAME   rerun a finished stage (repeatable): prepare, tokenizer, ...
+  -v                   more logging from voxspec
+  -h, --help           this help
+Environment: LIBRITTS_ROOT=/path/to/LibriTTS selects the real corpus (train-clean-100,
+dev-clean, test-clean; set TRAIN_SUBSETS=train-clean-100,train-clean-360 for more).
+USAGE
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage="$2"; shift 2 ;;
+    --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
+    --exp) exp="$2"; shift 2 ;;
+    --vocab-size) vocab_size="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --force-stage) force_stages+=("$2"); shift 2 ;;
+    -v|-vv|-vvv) verbose+=("$1"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "error: unknown option '$1' (see $0 --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+if [ -n "${LIBRITTS_ROOT:-}" ]; then
+  corpus="$LIBRITTS_ROOT"
+  exp="${exp:-exp/libritts}"
+  vocab_size="${vocab_size:-512}"
+  train_subsets="${TRAIN_SUBSETS:-train-clean-100}"
+else
+  corpus="datasets/minitts"
+  exp="${exp:-exp/minitts}"
+  vocab_size="${vocab_size:-256}"
+  train_subsets="train-clean-100"
+fi
+[ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
+
+global=("${verbose[@]}")
+[ -n "$threads" ] && global+=(--threads "$threads")
+
+log "Building voxspec (release)"
+cargo build --release --quiet --bin voxspec
+voxspec=target/release/voxspec
+
+done_dir="$exp/.done"
+mkdir -p "$done_dir"
+
+# run_stage N NAME: true when stage N is in range and NAME is not finished (or forced).
+run_stage() {
+  local n="$1" name="$2"
+  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
+  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
+    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
+  done
+  if [ -f "$done_dir/$name.done" ]; then
+    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
+    return 1
+  fi
+  return 0
+}
+
+missing=()
+
+if run_stage 0 prepare; then
+  log "Stage 0 (prepare): $corpus → $exp/data"
+  force=()
+  for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
+  "$voxspec" "${global[@]}" prepare --corpus "$corpus" --out "$exp/data" \
+    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean "${force[@]}"
+  touch "$done_dir/prepare.done"
+fi
+
+if run_stage 1 tokenizer; then
+  log "Stage 1 (tokenizer): BPE, $vocab_size tokens → $exp/data/tokenizer.json"
+  "$voxspec" "${global[@]}" tokenizer train --manifest "$exp/data/train.jsonl" \
+    --out "$exp/data/tokenizer.json" --kind bpe --vocab-size "$vocab_size" --force
+  touch "$done_dir/tokenizer.done"
+fi
+
+for entry in "2 extract" "3 transitions" "4 train_ar" "5 train_nar" "6 bench" "7 export"; do
+  set -- $entry
+  if [ "$1" -ge "$stage" ] && [ "$1" -le "$stop_stage" ]; then
+    missing+=("$1:$2")
+  fi
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  log "Stages not yet available in this build: ${missing[*]}"
+  log "(codec extraction, MTP/NAR training, bench and export land with the codec and MTP work)"
+fi
+log "Finished the available stages; outputs in $exp"
