@@ -356,7 +356,11 @@ impl TokenStoreWriter {
         meta: TokenStoreMeta,
         max_frames_per_shard: usize,
     ) -> Result<Self> {
-        if meta.n_q == 0 || meta.codebook_size == 0 || !meta.frame_rate.is_finite() || meta.frame_rate <= 0.0 {
+        if meta.n_q == 0
+            || meta.codebook_size == 0
+            || !meta.frame_rate.is_finite()
+            || meta.frame_rate <= 0.0
+        {
             return Err(DataError::Config {
                 field: "token store meta",
                 detail: format!("n_q, codebook_size and frame_rate must be positive: {meta:?}"),
