@@ -252,18 +252,13 @@ impl LogMel {
     /// # Shapes
     /// `x: [n_samples]` → `[n_frames, n_mels]` row-major.
     pub fn mel(&self, x: &[f32]) -> Vec<f32> {
-        let spec = self.stft.forward(x);
-        let n_bins = spec.n_bins;
+        let n_bins = self.stft.config().n_bins();
         let n_mels = self.cfg.n_mels;
         let power = self.cfg.power;
         let mut mag = vec![0.0f32; n_bins];
-        let mut out = vec![0.0f32; spec.n_frames * n_mels];
-        for (t, row) in out
-            .chunks_exact_mut(n_mels.max(1))
-            .enumerate()
-            .take(spec.n_frames)
-        {
-            for (m, c) in mag.iter_mut().zip(spec.frame(t)) {
+        let mut out = vec![0.0f32; self.stft.n_frames(x.len()) * n_mels];
+        self.stft.for_each_frame(x, |t, bins| {
+            for (m, c) in mag.iter_mut().zip(bins) {
                 *m = if power == 1.0 {
                     c.norm()
                 } else if power == 2.0 {
@@ -272,6 +267,7 @@ impl LogMel {
                     c.norm().powf(power)
                 };
             }
+            let row = &mut out[t * n_mels..(t + 1) * n_mels];
             for (b, (o, range)) in row.iter_mut().zip(&self.support).enumerate() {
                 let w = &self.filters[b * n_bins..(b + 1) * n_bins];
                 *o = w[range.clone()]
@@ -280,7 +276,7 @@ impl LogMel {
                     .map(|(a, b)| a * b)
                     .sum();
             }
-        }
+        });
         out
     }
 

@@ -203,10 +203,27 @@ impl Stft {
     /// `x: [n_samples]` → `[n_frames, n_fft / 2 + 1]` with `n_frames` from
     /// [`StftConfig::n_frames`].
     pub fn forward(&self, x: &[f32]) -> Spectrogram {
-        let n_fft = self.cfg.n_fft;
         let n_bins = self.cfg.n_bins();
         let n_frames = self.n_frames(x.len());
         let mut data = vec![Complex::new(0.0, 0.0); n_frames * n_bins];
+        self.for_each_frame(x, |t, bins| {
+            data[t * n_bins..(t + 1) * n_bins].copy_from_slice(bins);
+        });
+        Spectrogram {
+            n_frames,
+            n_bins,
+            data,
+        }
+    }
+
+    /// Computes the STFT of `x` frame by frame without materialising the whole spectrogram:
+    /// `f(t, bins)` receives frame `t`'s `n_fft / 2 + 1` complex bins, in order. Memory stays
+    /// bounded by one batch of frames, which keeps many threads from contending on large
+    /// allocations.
+    pub fn for_each_frame(&self, x: &[f32], mut f: impl FnMut(usize, &[Complex<f32>])) {
+        let n_fft = self.cfg.n_fft;
+        let n_bins = self.cfg.n_bins();
+        let n_frames = self.n_frames(x.len());
         let mut buf = vec![Complex::new(0.0f32, 0.0); FRAMES_PER_BATCH.min(n_frames) * n_fft];
         let mut scratch = vec![Complex::new(0.0f32, 0.0); self.fft.get_inplace_scratch_len()];
         let pad = self.cfg.pad() as isize;
@@ -226,14 +243,8 @@ impl Stft {
             }
             self.fft.process_with_scratch(frames, &mut scratch);
             for (b, frame) in frames.chunks_exact(n_fft).enumerate() {
-                let t = batch_start + b;
-                data[t * n_bins..(t + 1) * n_bins].copy_from_slice(&frame[..n_bins]);
+                f(batch_start + b, &frame[..n_bins]);
             }
-        }
-        Spectrogram {
-            n_frames,
-            n_bins,
-            data,
         }
     }
 

@@ -227,7 +227,7 @@ impl std::fmt::Display for PrepareSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "{:<6} {:>8} {:>8} {:>8} {:>8}  skipped",
+            "{:<6} {:>8} {:>8} {:>8} {:>8}  reasons",
             "split", "kept", "hours", "speakers", "skipped"
         )?;
         for split in SPLITS {
