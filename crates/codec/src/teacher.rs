@@ -1,0 +1,50 @@
+//! Semantic teachers: frozen speech models whose frame features a codec distils into its
+//! first quantizer (SpeechTokenizer, Zhang et al. 2024, §3.2 "semantic distillation").
+//!
+//! A teacher maps a mono waveform at [`SemanticTeacher::sample_rate`] to a `[frames, dim]`
+//! feature matrix at [`SemanticTeacher::frame_rate`]. HuBERT ([`crate::HubertTeacher`]) is the
+//! first implementation; a CTC teacher will follow.
+
+use burn::tensor::Tensor;
+
+use crate::error::CodecError;
+
+/// Which hidden state(s) of a transformer teacher become the features.
+///
+/// Hidden states are numbered as in Hugging Face's `output_hidden_states=True`: index 0 is the
+/// transformer input (after the positional convolution and, for post-norm models, the encoder
+/// layer norm); index `i ≥ 1` is the output of transformer layer `i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerSelection {
+    /// One hidden state, `0..=num_hidden_layers`.
+    Index(usize),
+    /// The mean over all `num_hidden_layers + 1` hidden states (SpeechTokenizer's teacher:
+    /// the average of all HuBERT-base layers).
+    MeanOfAll,
+}
+
+/// A frozen model that turns a waveform into frame-level semantic features.
+pub trait SemanticTeacher {
+    /// Sample rate (Hz) the waveform passed to [`SemanticTeacher::features`] must have.
+    fn sample_rate(&self) -> u32;
+
+    /// Feature frames per second.
+    fn frame_rate(&self) -> f32;
+
+    /// Feature dimension `D`.
+    fn dim(&self) -> usize;
+
+    /// Number of feature frames produced for a waveform of `samples` samples (0 when too short).
+    fn num_frames(&self, samples: usize) -> usize;
+
+    /// Features of one mono waveform.
+    ///
+    /// # Shapes
+    /// - `wave`: `[samples]` at [`SemanticTeacher::sample_rate`]
+    /// - returns: `[frames, dim]` with `frames = self.num_frames(samples)`, on the teacher's
+    ///   device
+    ///
+    /// # Errors
+    /// When the waveform is shorter than the teacher's receptive field.
+    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError>;
+}

@@ -1,0 +1,30 @@
+//! voxspec-train: the one training loop.
+//!
+//! A task ([`TrainTask`]) supplies its model, a deterministic batch plan ([`BatchSource`]) and
+//! its losses ([`Losses`]); [`Trainer`] does the rest: AdamW with warm-up and cosine or
+//! inverse-sqrt decay ([`LrSchedule`]), gradient accumulation, global-norm clipping, a
+//! non-finite guard, frozen parameters, several alternating optimizer phases ([`Phase`], e.g. a
+//! codec's generator and discriminator), validation, `metrics.jsonl` + TensorBoard, a stop flag,
+//! and atomic per-step checkpoints from which a run resumes exactly ([`checkpoint`]).
+//!
+//! ```ignore
+//! let trainer = Trainer::new(config, task, "runs/mtp", &Device::flex());
+//! let stop = trainer.stop_flag(); // set it from a Ctrl-C handler
+//! let outcome = trainer.run(&mut progress_bar)?;
+//! ```
+
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod params;
+pub mod task;
+pub mod trainer;
+
+pub use checkpoint::{CheckpointPaths, TrainState, latest_checkpoint, list_checkpoints};
+pub use config::{LrSchedule, OptimConfig, TrainConfig};
+pub use error::{Result, TrainError};
+pub use metrics::{MetricsRecord, read_metrics};
+pub use params::param_paths;
+pub use task::{BatchSource, Losses, Phase, TrainTask};
+pub use trainer::{StepReport, TrainObserver, TrainOutcome, Trainer};
