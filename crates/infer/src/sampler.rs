@@ -1,0 +1,369 @@
+//! Turning logits into tokens: temperature, repetition penalty, top-k, top-p (nucleus) and
+//! CosyVoice-style repetition-aware sampling (RAS), with a seeded RNG per sequence.
+//!
+//! [`SamplerConfig::distribution`] gives the exact distribution a token is drawn from; the
+//! speculative verifiers compare these distributions for target and draft, so both sides see the
+//! same warping. Temperature 0 is greedy: the distribution is one-hot on the first argmax.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::error::{InferError, Result};
+
+/// Repetition-aware sampling (CosyVoice, Du et al. 2024): when the token drawn already fills at
+/// least `window · ratio` of the last `window` tokens, draw again from the unfiltered
+/// distribution (temperature only), which breaks loops on silence or a repeated unit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RasConfig {
+    /// Tokens of history looked at.
+    pub window: usize,
+    /// Share of the window a token may fill before it is redrawn.
+    pub ratio: f32,
+}
+
+impl Default for RasConfig {
+    fn default() -> Self {
+        Self {
+            window: 10,
+            ratio: 0.1,
+        }
+    }
+}
+
+/// How a token is chosen from logits. The default is plain sampling at temperature 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SamplerConfig {
+    /// Softmax temperature; 0 is greedy (argmax).
+    pub temperature: f32,
+    /// Keep the `top_k` most likely tokens (0 keeps all).
+    pub top_k: usize,
+    /// Keep the smallest set of most likely tokens whose mass reaches `top_p` (1 keeps all).
+    pub top_p: f32,
+    /// CTRL-style penalty > 1 on tokens seen in the last `repetition_window` tokens: positive
+    /// logits are divided by it, negative ones multiplied (1 disables).
+    pub repetition_penalty: f32,
+    /// History the repetition penalty looks at.
+    pub repetition_window: usize,
+    /// Repetition-aware resampling, if on.
+    pub ras: Option<RasConfig>,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        Self {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            repetition_penalty: 1.0,
+            repetition_window: 64,
+            ras: None,
+        }
+    }
+}
+
+impl SamplerConfig {
+    /// Greedy decoding (temperature 0).
+    pub fn greedy() -> Self {
+        Self {
+            temperature: 0.0,
+            ..Self::default()
+        }
+    }
+
+    /// Whether this config is greedy.
+    pub fn is_greedy(&self) -> bool {
+        self.temperature == 0.0
+    }
+
+    /// Checks every field's range.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] naming the field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |name, value: String, expected: &str| {
+            Err(InferError::InvalidSetting {
+                name,
+                value,
+                expected: expected.into(),
+            })
+        };
+        if !(self.temperature.is_finite() && self.temperature >= 0.0) {
+            return bad(
+                "temperature",
+                self.temperature.to_string(),
+                "finite and >= 0",
+            );
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return bad("top_p", self.top_p.to_string(), "in (0, 1]");
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty >= 1.0) {
+            return bad(
+                "repetition_penalty",
+                self.repetition_penalty.to_string(),
+                "finite and >= 1",
+            );
+        }
+        if let Some(ras) = self.ras
+            && (ras.window == 0 || !(ras.ratio > 0.0 && ras.ratio <= 1.0))
+        {
+            return bad(
+                "ras",
+                format!("window {} ratio {}", ras.window, ras.ratio),
+                "window >= 1 and ratio in (0, 1]",
+            );
+        }
+        Ok(())
+    }
+
+    /// The distribution the next token is drawn from, given the sequence's `history` of
+    /// generated tokens; `banned` (e.g. end-of-sequence before the minimum length) gets
+    /// probability 0. Sums to 1; one-hot on the first maximum when greedy.
+    pub fn distribution(&self, logits: &[f32], history: &[u32], banned: Option<u32>) -> Vec<f32> {
+        let mut scores = logits.to_vec();
+        if self.repetition_penalty > 1.0 {
+            let start = history.len().saturating_sub(self.repetition_window);
+            let mut seen = vec![false; scores.len()];
+            for &t in &history[start..] {
+                if let Some(s) = seen.get_mut(t as usize) {
+                    *s = true;
+                }
+            }
+            for (score, seen) in scores.iter_mut().zip(seen) {
+                if seen {
+                    *score = if *score > 0.0 {
+                        *score / self.repetition_penalty
+                    } else {
+                        *score * self.repetition_penalty
+                    };
+                }
+            }
+        }
+        if let Some(slot) = banned.and_then(|t| scores.get_mut(t as usize)) {
+            *slot = f32::NEG_INFINITY;
+        }
+        if self.is_greedy() {
+            let mut probs = vec![0.0; scores.len()];
+            probs[argmax(&scores) as usize] = 1.0;
+            return probs;
+        }
+        let mut probs = softmax(&scores, self.temperature);
+        if self.top_k > 0 && self.top_k < probs.len() {
+            let mut order: Vec<usize> = (0..probs.len()).collect();
+            order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+            for &i in &order[self.top_k..] {
+                probs[i] = 0.0;
+            }
+        }
+        if self.top_p < 1.0 {
+            let mut order: Vec<usize> = (0..probs.len()).collect();
+            order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+            let total: f32 = probs.iter().sum();
+            let mut mass = 0.0;
+            let mut keep = order.len();
+            for (n, &i) in order.iter().enumerate() {
+                mass += probs[i] / total;
+                if mass >= self.top_p {
+                    keep = n + 1;
+                    break;
+                }
+            }
+            for &i in &order[keep..] {
+                probs[i] = 0.0;
+            }
+        }
+        normalize(&mut probs);
+        probs
+    }
+
+    /// Draws the next token: from [`distribution`](Self::distribution), redrawn from the
+    /// temperature-only distribution when repetition-aware sampling rejects it.
+    pub fn draw(
+        &self,
+        logits: &[f32],
+        history: &[u32],
+        banned: Option<u32>,
+        rng: &mut StdRng,
+    ) -> u32 {
+        let token = sample(&self.distribution(logits, history, banned), rng);
+        match self.ras {
+            Some(ras) if !self.is_greedy() => {
+                let start = history.len().saturating_sub(ras.window);
+                let repeats = history[start..].iter().filter(|&&t| t == token).count();
+                if repeats as f32 >= ras.window as f32 * ras.ratio {
+                    let plain = SamplerConfig {
+                        temperature: self.temperature,
+                        ..SamplerConfig::default()
+                    };
+                    sample(&plain.distribution(logits, &[], banned), rng)
+                } else {
+                    token
+                }
+            }
+            _ => token,
+        }
+    }
+}
+
+/// The random stream of one sequence.
+pub fn seeded_rng(seed: u64) -> StdRng {
+    StdRng::seed_from_u64(seed)
+}
+
+/// Index of the first maximum (0 for an empty slice; NaN never wins).
+pub fn argmax(values: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in values.iter().enumerate() {
+        if v > values[best] || values[best].is_nan() {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Softmax of `logits / temperature` (temperature > 0), computed stably in f64.
+pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
+    let t = f64::from(temperature);
+    let max = logits
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        // Nothing finite: uniform over the finite-or-not entries that are not -inf.
+        let mut probs: Vec<f32> = logits
+            .iter()
+            .map(|&v| if v == f32::NEG_INFINITY { 0.0 } else { 1.0 })
+            .collect();
+        normalize(&mut probs);
+        return probs;
+    }
+    let exps: Vec<f64> = logits
+        .iter()
+        .map(|&v| ((f64::from(v) - f64::from(max)) / t).exp())
+        .collect();
+    let total: f64 = exps.iter().sum();
+    exps.iter().map(|&e| (e / total) as f32).collect()
+}
+
+/// Scales `probs` to sum to 1 (left as is when the sum is 0).
+pub fn normalize(probs: &mut [f32]) {
+    let total: f64 = probs.iter().map(|&p| f64::from(p)).sum();
+    if total > 0.0 {
+        for p in probs.iter_mut() {
+            *p = (f64::from(*p) / total) as f32;
+        }
+    }
+}
+
+/// Draws an index from a distribution summing to 1 by inverting its CDF with one uniform draw.
+/// Zero-probability entries are never drawn.
+pub fn sample(probs: &[f32], rng: &mut StdRng) -> u32 {
+    let u: f64 = rng.random::<f64>();
+    let mut acc = 0.0f64;
+    let mut last_positive = 0;
+    for (i, &p) in probs.iter().enumerate() {
+        if p > 0.0 {
+            acc += f64::from(p);
+            last_positive = i;
+            if u < acc {
+                return i as u32;
+            }
+        }
+    }
+    last_positive as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_is_one_hot_on_first_max() {
+        let p = SamplerConfig::greedy().distribution(&[0.5, 2.0, 2.0, -1.0], &[], None);
+        assert_eq!(p, vec![0.0, 1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn banned_token_never_drawn() {
+        let cfg = SamplerConfig::greedy();
+        let p = cfg.distribution(&[0.5, 2.0, 1.0], &[], Some(1));
+        assert_eq!(p, vec![0.0, 0.0, 1.0]);
+    }
+
+    #[test]
+    fn top_k_and_top_p_keep_the_head() {
+        let logits = [3.0, 2.0, 1.0, 0.0];
+        let k = SamplerConfig {
+            top_k: 2,
+            ..SamplerConfig::default()
+        }
+        .distribution(&logits, &[], None);
+        assert!(k[2] == 0.0 && k[3] == 0.0 && (k[0] + k[1] - 1.0).abs() < 1e-6);
+        // softmax ≈ [0.644, 0.237, 0.087, 0.032]: 0.9 needs three tokens
+        let p = SamplerConfig {
+            top_p: 0.9,
+            ..SamplerConfig::default()
+        }
+        .distribution(&logits, &[], None);
+        assert!(p[2] > 0.0 && p[3] == 0.0);
+    }
+
+    #[test]
+    fn repetition_penalty_lowers_seen_tokens() {
+        let cfg = SamplerConfig {
+            repetition_penalty: 2.0,
+            ..SamplerConfig::default()
+        };
+        let plain = SamplerConfig::default().distribution(&[1.0, 1.0], &[], None);
+        let penalised = cfg.distribution(&[1.0, 1.0], &[0], None);
+        assert!((plain[0] - 0.5).abs() < 1e-6);
+        assert!(penalised[0] < 0.5 && penalised[1] > 0.5);
+    }
+
+    #[test]
+    fn sampling_matches_the_distribution() {
+        let probs = [0.1f32, 0.0, 0.6, 0.3];
+        let mut rng = seeded_rng(7);
+        let n = 200_000;
+        let mut counts = [0usize; 4];
+        for _ in 0..n {
+            counts[sample(&probs, &mut rng) as usize] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        for (c, p) in counts.iter().zip(probs) {
+            assert!((*c as f32 / n as f32 - p).abs() < 0.005, "{counts:?}");
+        }
+    }
+
+    #[test]
+    fn ras_redraws_a_looping_token() {
+        // Token 0 dominates; with it filling the window, RAS redraws from the plain softmax,
+        // which (at a high temperature) spreads mass to the others.
+        let cfg = SamplerConfig {
+            temperature: 1.0,
+            top_k: 1,
+            ras: Some(RasConfig::default()),
+            ..SamplerConfig::default()
+        };
+        let logits = [1.0, 0.9, 0.8];
+        let mut rng = seeded_rng(1);
+        let others = (0..1000)
+            .filter(|_| cfg.draw(&logits, &[0; 10], None, &mut rng) != 0)
+            .count();
+        assert!(others > 400, "{others}");
+        let mut rng = seeded_rng(1);
+        assert!((0..100).all(|_| cfg.draw(&logits, &[1; 10], None, &mut rng) == 0));
+    }
+
+    #[test]
+    fn invalid_settings_are_named() {
+        let err = SamplerConfig {
+            top_p: 0.0,
+            ..SamplerConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("top_p"));
+    }
+}
