@@ -1,0 +1,19 @@
+//! voxspec-mtp: the AR stage of voxspec's codec language model, with multi-token prediction.
+//!
+//! - [`MtpConfig`] → [`MtpModel`]: text tokens, a separator and stream-0 codes in one sequence
+//!   for a decoder-only `voxspec-nn` transformer, with `n` prediction heads (head `i` predicts
+//!   the code `i + 1` steps ahead; Nguyen et al. 2025, §III-B). Trained once with `n` heads,
+//!   any `k ≤ n` can be used at inference.
+//! - [`MtpModel`] implements [`voxspec_infer::LanguageModel`] with a KV cache ([`MtpCache`])
+//!   and [`TtsPrompt`]s, so every decoder of `voxspec-infer` drives it.
+//! - [`MtpTask`]: the model as a `voxspec-train` task with the paper's sum-over-heads loss.
+
+pub mod error;
+pub mod lm;
+pub mod model;
+pub mod train;
+
+pub use error::{MtpError, Result};
+pub use lm::{MtpCache, TtsPrompt};
+pub use model::{MtpConfig, MtpHead, MtpModel};
+pub use train::{MtpBatch, MtpData, MtpTask, MtpTaskConfig, host_batch, mtp_loss};

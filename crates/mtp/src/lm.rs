@@ -1,0 +1,188 @@
+//! [`MtpModel`] as a [`LanguageModel`]: the decoders of `voxspec-infer` drive it through a KV
+//! cache, one block of new codes per call.
+//!
+//! Ragged blocks (sequences that accepted different numbers of tokens) are run as one padded
+//! block; the padded positions are then dropped with [`KvCache::truncate_seq`], which leaves each
+//! sequence exactly as if it had been run alone (attention never reaches past a sequence's own
+//! length).
+
+use burn::tensor::{Int, Tensor, TensorData};
+use voxspec_infer::{InferError, LanguageModel, Logits, LogitsRequest};
+use voxspec_nn::KvCache;
+
+use crate::error::MtpError;
+use crate::model::MtpModel;
+
+/// What a TTS sequence is conditioned on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TtsPrompt {
+    /// Text tokens: the prompt's transcript followed by the text to speak (VALL-E continuation).
+    pub text: Vec<u32>,
+    /// Stream-0 codes of the acoustic prompt (may be empty).
+    pub codes: Vec<u32>,
+}
+
+/// Decoding state of a batch: the KV cache.
+#[derive(Debug, Clone)]
+pub struct MtpCache {
+    /// Keys and values of every layer.
+    pub kv: KvCache,
+}
+
+fn infer_err(e: impl Into<MtpError>) -> InferError {
+    InferError::Model(e.into().to_string())
+}
+
+impl MtpModel {
+    /// Runs `rows` (one per sequence, ragged) through the cache; returns the hidden states
+    /// `[batch, max_len, d_model]` and leaves sequence `b` extended by `rows[b].len()`.
+    fn run_rows(&self, cache: &mut MtpCache, rows: &[Vec<u32>]) -> Result<Tensor<3>, InferError> {
+        let batch = cache.kv.batch_size();
+        if rows.len() != batch || rows.iter().any(|r| r.is_empty()) {
+            return Err(InferError::InvalidRequest {
+                detail: format!(
+                    "expected {batch} non-empty blocks, got lengths {:?}",
+                    rows.iter().map(Vec::len).collect::<Vec<_>>()
+                ),
+            });
+        }
+        let before: Vec<usize> = cache.kv.lengths().to_vec();
+        let width = rows.iter().map(Vec::len).max().unwrap_or(1);
+        let padded: Vec<Vec<u32>> = rows
+            .iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.resize(width, r[r.len() - 1]);
+                r
+            })
+            .collect();
+        let x = self.embed_rows(&padded, width);
+        let hidden = self
+            .transformer
+            .forward_cached(x, &mut cache.kv)
+            .map_err(infer_err)?;
+        for (b, row) in rows.iter().enumerate() {
+            if row.len() < width {
+                cache
+                    .kv
+                    .truncate_seq(b, before[b] + row.len())
+                    .map_err(infer_err)?;
+            }
+        }
+        Ok(hidden)
+    }
+
+    /// Logits for `request` from hidden states of ragged rows.
+    fn logits(
+        &self,
+        hidden: Tensor<3>,
+        lens: &[usize],
+        request: LogitsRequest,
+    ) -> Result<Logits, InferError> {
+        if request.heads == 0 || request.heads > self.n_heads() {
+            return Err(InferError::InvalidRequest {
+                detail: format!(
+                    "{} heads requested from a model with {}",
+                    request.heads,
+                    self.n_heads()
+                ),
+            });
+        }
+        let [batch, time, d] = hidden.dims();
+        let hidden = if request.last_only {
+            let idx: Vec<i64> = lens.iter().map(|&l| (l - 1) as i64).collect();
+            let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [batch]), &hidden.device());
+            // [batch, 1, d]: row b picks position lens[b] - 1
+            let idx = idx.reshape([batch, 1, 1]).repeat_dim(2, d);
+            hidden.gather(1, idx)
+        } else {
+            hidden
+        };
+        let positions = if request.last_only { 1 } else { time };
+        // heads × [batch, positions, vocab] → [batch, positions, heads, vocab]
+        let stacked: Tensor<4> = Tensor::stack(self.head_logits(hidden, request.heads), 2);
+        let vocab = self.codebook_size() + 1;
+        let data = stacked
+            .into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| InferError::Model(format!("cannot read logits: {e:?}")))?;
+        Logits::new(data, [batch, positions, request.heads, vocab])
+    }
+}
+
+impl LanguageModel for MtpModel {
+    type Prompt = TtsPrompt;
+    type Cache = MtpCache;
+
+    fn vocab_size(&self) -> usize {
+        self.codebook_size() + 1
+    }
+
+    fn n_heads(&self) -> usize {
+        self.heads.len()
+    }
+
+    fn eos_token(&self) -> Option<u32> {
+        Some(self.codebook_size() as u32)
+    }
+
+    fn new_cache(&self, batch: usize, capacity: usize) -> Result<MtpCache, InferError> {
+        let kv = self
+            .transformer
+            .new_cache(batch, capacity, &self.device())
+            .map_err(infer_err)?;
+        Ok(MtpCache { kv })
+    }
+
+    fn prefill(
+        &self,
+        cache: &mut MtpCache,
+        prompts: &[TtsPrompt],
+        request: LogitsRequest,
+    ) -> Result<Logits, InferError> {
+        if !cache.kv.is_empty() {
+            return Err(InferError::InvalidRequest {
+                detail: "prefill needs an empty cache".into(),
+            });
+        }
+        let rows = prompts
+            .iter()
+            .map(|p| self.prefix_ids(&p.text, &p.codes))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(infer_err)?;
+        let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let hidden = self.run_rows(cache, &rows)?;
+        self.logits(
+            hidden,
+            &lens,
+            LogitsRequest {
+                last_only: true,
+                ..request
+            },
+        )
+    }
+
+    fn extend(
+        &self,
+        cache: &mut MtpCache,
+        blocks: &[Vec<u32>],
+        request: LogitsRequest,
+    ) -> Result<Logits, InferError> {
+        let rows = blocks
+            .iter()
+            .map(|b| self.code_ids(b))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(infer_err)?;
+        let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let hidden = self.run_rows(cache, &rows)?;
+        self.logits(hidden, &lens, request)
+    }
+
+    fn cache_len(&self, cache: &MtpCache, b: usize) -> usize {
+        cache.kv.lengths().get(b).copied().unwrap_or(0)
+    }
+
+    fn truncate(&self, cache: &mut MtpCache, b: usize, len: usize) -> Result<(), InferError> {
+        cache.kv.truncate_seq(b, len).map_err(infer_err)
+    }
+}

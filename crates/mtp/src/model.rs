@@ -1,0 +1,321 @@
+//! The AR model with multi-token-prediction heads (Nguyen et al. 2025, "Accelerating
+//! Codec-based Speech Synthesis with Multi-Token Prediction and Speculative Decoding", §III-A/B),
+//! VALL-E/USLM style: text tokens, a separator and stream-0 codec codes form one sequence for a
+//! decoder-only transformer; `n_heads` heads read the hidden state at position `t`, head `i`
+//! predicting the code `i + 1` steps ahead.
+//!
+//! ```text
+//! input ids:   [ text_0 … text_{L-1} | SEP | c_0 c_1 … c_{T-1} ]         one embedding table:
+//!              [ 0 .. text_vocab     | tv  | tv + 1 + c         ]         text, SEP, codes
+//! head 0 at t: predicts input t + 1 (the next code; EOS after c_{T-1})
+//! head i at t: predicts input t + 1 + i                      (Medusa head: x + SiLU(W x), then W_out)
+//! outputs:     codebook_size + 1 classes: the codes and EOS = codebook_size
+//! ```
+//!
+//! Head 0 is a plain linear layer; heads `i ≥ 1` put a residual block with a zero-initialised
+//! weight before their own output layer (Medusa, Cai et al. 2024), so every head starts equal to
+//! a linear read-out of the same hidden state.
+
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
+use burn::tensor::activation::silu;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use voxspec_nn::{Transformer, TransformerConfig};
+
+use crate::error::{MtpError, Result as MtpResult};
+
+/// Configuration of an [`MtpModel`].
+#[derive(Config, Debug)]
+pub struct MtpConfig {
+    /// Text vocabulary size (the tokenizer's, special tokens included).
+    pub text_vocab: usize,
+    /// Entries of the stream-0 codebook; EOS is the extra class `codebook_size`.
+    pub codebook_size: usize,
+    /// Prediction heads: head 0 predicts the next code, head `i` the code `i` steps after it.
+    #[config(default = 8)]
+    pub n_heads: usize,
+    /// The decoder-only transformer.
+    pub transformer: TransformerConfig,
+}
+
+impl MtpConfig {
+    /// A tiny model for tests.
+    pub fn tiny(text_vocab: usize, codebook_size: usize) -> Self {
+        Self::new(
+            text_vocab,
+            codebook_size,
+            TransformerConfig::tiny().with_dropout(0.0),
+        )
+        .with_n_heads(4)
+    }
+
+    /// The model trained on the bundled corpus on 2 CPU cores: 4 layers, width 256.
+    pub fn small(text_vocab: usize, codebook_size: usize) -> Self {
+        Self::new(
+            text_vocab,
+            codebook_size,
+            TransformerConfig::new()
+                .with_d_model(256)
+                .with_n_heads(4)
+                .with_n_layers(4)
+                .with_d_ff(1024)
+                .with_max_seq_len(1024)
+                .with_dropout(0.1),
+        )
+    }
+
+    /// The paper-scale model (VALL-E-sized AR stage: 12 layers, width 1024, 16 heads) for
+    /// LibriTTS on a GPU.
+    pub fn base(text_vocab: usize, codebook_size: usize) -> Self {
+        Self::new(
+            text_vocab,
+            codebook_size,
+            TransformerConfig::new()
+                .with_d_model(1024)
+                .with_n_heads(16)
+                .with_n_layers(12)
+                .with_d_ff(4096)
+                .with_max_seq_len(2048)
+                .with_dropout(0.1),
+        )
+    }
+
+    /// The separator between text and codes, as an input id.
+    pub fn sep_id(&self) -> u32 {
+        self.text_vocab as u32
+    }
+
+    /// Input id of code `code` (or of EOS, `codebook_size`).
+    pub fn code_id(&self, code: u32) -> u32 {
+        self.text_vocab as u32 + 1 + code
+    }
+
+    /// Size of the input embedding table: text, SEP, codes.
+    pub fn input_vocab(&self) -> usize {
+        self.text_vocab + 1 + self.codebook_size
+    }
+
+    /// Output classes of every head: the codes and EOS.
+    pub fn output_vocab(&self) -> usize {
+        self.codebook_size + 1
+    }
+
+    /// The end-of-speech class.
+    pub fn eos(&self) -> u32 {
+        self.codebook_size as u32
+    }
+
+    /// Checks the fields.
+    ///
+    /// # Errors
+    /// [`MtpError::InvalidConfig`] naming the field, or the transformer's own error.
+    pub fn validate(&self) -> MtpResult<()> {
+        for (name, value) in [
+            ("text_vocab", self.text_vocab),
+            ("codebook_size", self.codebook_size),
+            ("n_heads", self.n_heads),
+        ] {
+            if value == 0 {
+                return Err(MtpError::InvalidConfig {
+                    detail: format!("{name} must be at least 1"),
+                });
+            }
+        }
+        if !self.transformer.causal {
+            return Err(MtpError::InvalidConfig {
+                detail: "the AR model needs a causal transformer (transformer.causal = true)"
+                    .into(),
+            });
+        }
+        self.transformer.validate()?;
+        Ok(())
+    }
+
+    /// Builds the model with fresh weights on `device`.
+    ///
+    /// # Errors
+    /// When [`validate`](Self::validate) fails.
+    pub fn init(&self, device: &Device) -> MtpResult<MtpModel> {
+        self.validate()?;
+        let d = self.transformer.d_model;
+        let heads = (0..self.n_heads)
+            .map(|i| MtpHead {
+                residual: (i > 0).then(|| {
+                    let mut lin = LinearConfig::new(d, d).init(device);
+                    // Medusa: the residual branch starts at zero, so x + SiLU(0·x + 0) = x.
+                    lin.weight = Param::from_tensor(Tensor::zeros([d, d], device));
+                    lin
+                }),
+                out: LinearConfig::new(d, self.output_vocab()).init(device),
+            })
+            .collect();
+        Ok(MtpModel {
+            embedding: EmbeddingConfig::new(self.input_vocab(), d).init(device),
+            transformer: self.transformer.init(device)?,
+            heads,
+            text_vocab: self.text_vocab,
+            codebook_size: self.codebook_size,
+        })
+    }
+}
+
+/// One prediction head: `out(x + SiLU(residual(x)))`, or `out(x)` for head 0.
+#[derive(Module, Debug)]
+pub struct MtpHead {
+    /// `d_model → d_model`, zero-initialised; absent on head 0.
+    pub residual: Option<Linear>,
+    /// `d_model → codebook_size + 1`.
+    pub out: Linear,
+}
+
+impl MtpHead {
+    /// # Shapes
+    /// - `hidden`: `[batch, time, d_model]`
+    /// - output: `[batch, time, codebook_size + 1]`
+    pub fn forward(&self, hidden: Tensor<3>) -> Tensor<3> {
+        let x = match &self.residual {
+            Some(res) => hidden.clone() + silu(res.forward(hidden)),
+            None => hidden,
+        };
+        self.out.forward(x)
+    }
+}
+
+/// The AR model: embedding → causal transformer → heads. Inference state (the KV cache) lives
+/// outside, in [`crate::MtpCache`].
+#[derive(Module, Debug)]
+pub struct MtpModel {
+    /// Input ids (text, SEP, codes) → `d_model`.
+    pub embedding: Embedding,
+    /// The decoder-only stack.
+    pub transformer: Transformer,
+    /// Head `i` predicts the code `i + 1` positions ahead.
+    pub heads: Vec<MtpHead>,
+    text_vocab: usize,
+    codebook_size: usize,
+}
+
+impl MtpModel {
+    /// Number of prediction heads.
+    pub fn n_heads(&self) -> usize {
+        self.heads.len()
+    }
+
+    /// Text vocabulary size.
+    pub fn text_vocab(&self) -> usize {
+        self.text_vocab
+    }
+
+    /// Stream-0 codebook size.
+    pub fn codebook_size(&self) -> usize {
+        self.codebook_size
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> Device {
+        self.embedding.weight.val().device()
+    }
+
+    /// Input ids of one sequence's prefix: `text`, SEP, then `codes`.
+    ///
+    /// # Errors
+    /// [`MtpError::InvalidInput`] for empty text; [`MtpError::TokenOutOfRange`] for a text token
+    /// ≥ `text_vocab` or a code ≥ `codebook_size`.
+    pub fn prefix_ids(&self, text: &[u32], codes: &[u32]) -> MtpResult<Vec<u32>> {
+        if text.is_empty() {
+            return Err(MtpError::InvalidInput {
+                detail: "the text has no tokens".into(),
+            });
+        }
+        let mut ids = Vec::with_capacity(text.len() + 1 + codes.len());
+        for &t in text {
+            if t as usize >= self.text_vocab {
+                return Err(MtpError::TokenOutOfRange {
+                    what: "text",
+                    token: t,
+                    vocab: self.text_vocab,
+                });
+            }
+            ids.push(t);
+        }
+        ids.push(self.text_vocab as u32);
+        ids.extend(self.code_ids(codes)?);
+        Ok(ids)
+    }
+
+    /// Input ids of codes.
+    ///
+    /// # Errors
+    /// [`MtpError::TokenOutOfRange`] for a code ≥ `codebook_size` (EOS is never an input).
+    pub fn code_ids(&self, codes: &[u32]) -> MtpResult<Vec<u32>> {
+        codes
+            .iter()
+            .map(|&c| {
+                if c as usize >= self.codebook_size {
+                    Err(MtpError::TokenOutOfRange {
+                        what: "code",
+                        token: c,
+                        vocab: self.codebook_size,
+                    })
+                } else {
+                    Ok(self.text_vocab as u32 + 1 + c)
+                }
+            })
+            .collect()
+    }
+
+    /// Embeds a batch of equally long id rows.
+    ///
+    /// # Shapes
+    /// - `ids`: `batch` rows of `time` ids each
+    /// - output: `[batch, time, d_model]`
+    pub(crate) fn embed_rows(&self, ids: &[Vec<u32>], time: usize) -> Tensor<3> {
+        let flat: Vec<i64> = ids
+            .iter()
+            .flat_map(|row| row.iter().map(|&id| i64::from(id)))
+            .collect();
+        let ids =
+            Tensor::<2, Int>::from_data(TensorData::new(flat, [ids.len(), time]), &self.device());
+        self.embedding.forward(ids)
+    }
+
+    /// Hidden states of whole sequences (training, scoring).
+    ///
+    /// # Shapes
+    /// - `ids`: `[batch, time]` input ids (right-padded; outputs at padding are unspecified)
+    /// - output: `[batch, time, d_model]`
+    ///
+    /// # Errors
+    /// [`MtpError::Nn`] when the sequence exceeds `max_seq_len`.
+    pub fn hidden(&self, ids: Tensor<2, Int>) -> MtpResult<Tensor<3>> {
+        let x = self.embedding.forward(ids);
+        Ok(self.transformer.forward(x, None)?)
+    }
+
+    /// Logits of the first `heads` heads.
+    ///
+    /// # Shapes
+    /// - `hidden`: `[batch, time, d_model]`
+    /// - output: `heads` tensors `[batch, time, codebook_size + 1]`, head 0 first
+    pub fn head_logits(&self, hidden: Tensor<3>, heads: usize) -> Vec<Tensor<3>> {
+        self.heads
+            .iter()
+            .take(heads)
+            .map(|h| h.forward(hidden.clone()))
+            .collect()
+    }
+
+    /// Full forward: logits of every head at every position.
+    ///
+    /// # Shapes
+    /// - `ids`: `[batch, time]` input ids
+    /// - output: `n_heads` tensors `[batch, time, codebook_size + 1]`
+    ///
+    /// # Errors
+    /// As [`hidden`](Self::hidden).
+    pub fn forward(&self, ids: Tensor<2, Int>) -> MtpResult<Vec<Tensor<3>>> {
+        let hidden = self.hidden(ids)?;
+        Ok(self.head_logits(hidden, self.heads.len()))
+    }
+}
