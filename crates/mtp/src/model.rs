@@ -197,6 +197,43 @@ pub struct MtpModel {
 }
 
 impl MtpModel {
+    /// A model from existing parts (e.g. a draft assembled from a target's layers).
+    ///
+    /// # Errors
+    /// [`MtpError::InvalidConfig`] when there is no head or the parts disagree on widths.
+    pub fn from_parts(
+        embedding: Embedding,
+        transformer: Transformer,
+        heads: Vec<MtpHead>,
+        text_vocab: usize,
+        codebook_size: usize,
+    ) -> MtpResult<Self> {
+        let [rows, d] = embedding.weight.val().dims();
+        let bad = |detail: String| Err(MtpError::InvalidConfig { detail });
+        if heads.is_empty() {
+            return bad("a model needs at least one head".into());
+        }
+        if rows != text_vocab + 1 + codebook_size {
+            return bad(format!(
+                "embedding has {rows} rows; text_vocab {text_vocab} + 1 + codebook_size \
+                 {codebook_size} expected"
+            ));
+        }
+        if d != transformer.d_model() {
+            return bad(format!(
+                "embedding width {d} differs from the transformer's d_model {}",
+                transformer.d_model()
+            ));
+        }
+        Ok(Self {
+            embedding,
+            transformer,
+            heads,
+            text_vocab,
+            codebook_size,
+        })
+    }
+
     /// Number of prediction heads.
     pub fn n_heads(&self) -> usize {
         self.heads.len()

@@ -11,12 +11,12 @@ use burn::tensor::Tensor;
 
 use crate::error::{Result, TrainError};
 
-/// Builds a [`ParamGroup`] from regexes (empty: all parameters).
+/// Builds a [`ParamGroup`] of the parameters matching any of the regexes (empty: all parameters).
 pub(crate) fn param_group(patterns: &[String]) -> Result<ParamGroup> {
     if patterns.is_empty() {
         return Ok(ParamGroup::all());
     }
-    ParamGroup::from_regexes(patterns.to_vec()).map_err(|e| TrainError::ParamPattern {
+    ParamGroup::from_any_regexes(patterns.to_vec()).map_err(|e| TrainError::ParamPattern {
         pattern: patterns.join(" | "),
         message: format!("{e:?}"),
     })

@@ -176,6 +176,14 @@ impl<T: TrainTask> Trainer<T> {
             .iter()
             .map(|p| Ok(select_params(&model, &param_group(&p.params)?)))
             .collect::<Result<_>>()?;
+        if let Some((phase, _)) = phases.iter().zip(&phase_params).find(|(_, p)| p.is_empty()) {
+            return Err(TrainError::Phases {
+                reason: format!(
+                    "phase {:?} has no trainable parameter (all frozen or none matched)",
+                    phase.name
+                ),
+            });
+        }
         let mut log = MetricsLog::open(&self.run_dir, state.step, config.tensorboard)?;
         let mut checkpointed_at = last_checkpoint.as_ref().map(|_| state.step);
         let mut window_items = 0usize;

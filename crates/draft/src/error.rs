@@ -1,0 +1,23 @@
+//! The error type of `voxspec-draft`.
+
+/// Everything that can go wrong when building or training a draft model.
+#[derive(Debug, thiserror::Error)]
+pub enum DraftError {
+    /// The layer selection cannot make a draft of this target.
+    #[error("invalid draft layers {spec}: {detail}")]
+    Layers {
+        /// The selection as given.
+        spec: String,
+        /// What is wrong, with the values involved.
+        detail: String,
+    },
+    /// The MTP model code refused the assembled parts.
+    #[error(transparent)]
+    Model(#[from] voxspec_mtp::MtpError),
+    /// The transformer core refused the layer selection.
+    #[error(transparent)]
+    Nn(#[from] voxspec_nn::NnError),
+}
+
+/// `Result` with [`DraftError`].
+pub type Result<T> = std::result::Result<T, DraftError>;
