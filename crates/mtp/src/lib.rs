@@ -7,13 +7,19 @@
 //! - [`MtpModel`] implements [`voxspec_infer::LanguageModel`] with a KV cache ([`MtpCache`])
 //!   and [`TtsPrompt`]s, so every decoder of `voxspec-infer` drives it.
 //! - [`MtpTask`]: the model as a `voxspec-train` task with the paper's sum-over-heads loss.
+//! - [`NarConfig`] → [`NarModel`], [`NarTask`]: VALL-E's NAR stage filling RVQ layers
+//!   `1..n_q` from the text, the prompt and the layers below.
 
 pub mod error;
 pub mod lm;
 pub mod model;
+pub mod nar;
+pub mod nar_train;
 pub mod train;
 
 pub use error::{MtpError, Result};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
+pub use nar::{NarConfig, NarInput, NarModel};
+pub use nar_train::{NarBatch, NarData, NarTask, NarTaskConfig};
 pub use train::{MtpBatch, MtpData, MtpTask, MtpTaskConfig, host_batch, mtp_loss};

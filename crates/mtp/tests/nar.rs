@@ -1,0 +1,134 @@
+//! The NAR model: padding does not change an item's logits, training learns layers that follow
+//! from the ones below, and generation fills every layer.
+
+use burn::module::Module;
+use burn::tensor::{Device, Tensor};
+use voxspec_data::{BucketConfig, Codes, TtsItem};
+use voxspec_mtp::{NarConfig, NarData, NarModel, NarTask, NarTaskConfig};
+use voxspec_train::{OptimConfig, TrainConfig, Trainer};
+
+const CB: usize = 6;
+const NQ: usize = 3;
+
+/// Layer `q` of frame `f` is `(layer0 + q) mod CB`: predictable from the layers below.
+fn layers(first: &[u32]) -> Vec<Vec<u32>> {
+    (0..NQ as u32)
+        .map(|q| first.iter().map(|&c| (c + q) % CB as u32).collect())
+        .collect()
+}
+
+fn values(t: Tensor<3>) -> Vec<f32> {
+    t.into_data().try_into_vec::<f32>().expect("f32")
+}
+
+fn model() -> NarModel {
+    let device = Device::flex();
+    device.seed(4);
+    NarConfig::tiny(8, CB, NQ).init(&device).expect("model")
+}
+
+#[test]
+fn padding_does_not_change_an_items_logits() {
+    let model = model();
+    let a = layers(&[1, 2, 3, 4]);
+    let b = layers(&[0, 5, 5, 1, 2, 3, 4, 0]);
+    let alone = model.inputs(&[(&[1, 2], &a, 1)]).expect("input");
+    let batch = model
+        .inputs(&[(&[1, 2], &a, 1), (&[3, 4, 5, 6], &b, 3)])
+        .expect("input");
+    for stage in 1..NQ {
+        let x = values(model.forward(&alone, stage).expect("forward"));
+        let y = values(
+            model
+                .forward(&batch, stage)
+                .expect("forward")
+                .narrow(0, 0, 1)
+                .narrow(1, 0, 4),
+        );
+        let diff = x
+            .iter()
+            .zip(&y)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff < 1e-4, "stage {stage}: {diff}");
+    }
+}
+
+#[test]
+fn bad_input_is_refused() {
+    let model = model();
+    let a = layers(&[1, 2]);
+    let input = model.inputs(&[(&[1], &a, 0)]).expect("input");
+    assert!(model.forward(&input, 0).is_err());
+    assert!(model.forward(&input, NQ).is_err());
+    assert!(model.inputs(&[(&[], &a, 0)]).is_err());
+    assert!(model.inputs(&[(&[1], &a[..2], 0)]).is_err());
+    assert!(model.inputs(&[(&[1], &a, 3)]).is_err());
+    let bad = vec![vec![0, 1], vec![0, CB as u32], vec![0, 1]];
+    let err = model.inputs(&[(&[1], &bad, 0)]).unwrap_err().to_string();
+    assert!(err.contains("code token 6"), "{err}");
+    assert!(model.generate(&[1], &a[..1], &[1, 2]).is_err());
+}
+
+#[test]
+fn training_learns_the_upper_layers() {
+    let config = NarConfig::tiny(8, CB, NQ);
+    let items: Vec<TtsItem> = (0..24u32)
+        .map(|i| {
+            let n = 6 + (i as usize % 4);
+            let first: Vec<u32> = (0..n as u32).map(|j| (i * 7 + j * j) % CB as u32).collect();
+            let flat: Vec<u32> = layers(&first).concat();
+            TtsItem {
+                id: format!("u{i}"),
+                speaker: "s".into(),
+                text: vec![1 + i % 6],
+                codes: Codes::new(NQ, n, flat).expect("codes"),
+            }
+        })
+        .collect();
+    let task_config = NarTaskConfig {
+        bucket: BucketConfig {
+            max_items: 8,
+            max_padded_len: 1024,
+            shuffle: true,
+            seed: 3,
+        },
+        prompt_fraction: (0.2, 0.5),
+    };
+    let task = NarTask {
+        model: config.clone(),
+        task: task_config.clone(),
+        train: NarData::new(&items, NQ, task_config).expect("data"),
+        valid: None,
+    };
+    let train = TrainConfig {
+        seed: 2,
+        max_steps: 150,
+        optimizer: OptimConfig {
+            lr: 3e-3,
+            warmup_steps: 10,
+            ..OptimConfig::default()
+        },
+        checkpoint_every: 0,
+        tensorboard: false,
+        ..TrainConfig::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let outcome = Trainer::new(train, task, dir.path(), &Device::flex())
+        .run(&mut ())
+        .expect("training");
+    let model = outcome.model.valid();
+    // An unseen utterance: prompt of 3 frames, 5 target frames.
+    let prompt = layers(&[2, 0, 4]);
+    let first = [5u32, 1, 1, 3, 0];
+    let out = model.generate(&[2], &prompt, &first).expect("generate");
+    assert_eq!(out.len(), NQ);
+    let want = layers(&first);
+    let correct: usize = (1..NQ)
+        .map(|q| out[q].iter().zip(&want[q]).filter(|(a, b)| a == b).count())
+        .sum();
+    assert!(
+        correct >= 9,
+        "{correct}/10 upper-layer codes right: {out:?}"
+    );
+}
