@@ -1,4 +1,5 @@
-//! `voxspec bench audio`: decode, resample and log-mel throughput, as JSON.
+//! `voxspec bench audio`: decode, resample and log-mel throughput, as JSON (the model
+//! benchmarks `train` and `forward` live in `bench_model.rs`).
 //!
 //! Throughput is reported as seconds of audio processed per second of wall time (the
 //! real-time factor's inverse). All variants run in one invocation over the same files, so
@@ -20,6 +21,12 @@ use crate::progress::Bar;
 pub enum BenchCommand {
     /// Audio front end: decode, decode+resample, log-mel (single thread and all threads).
     Audio(AudioBenchArgs),
+    /// Training throughput (tokens/s) of the transformer core on a GPT-2-like causal LM,
+    /// through the shared training loop, with its ratio to PyTorch on the same machine.
+    Train(crate::bench_model::TrainBenchArgs),
+    /// Cost of one KV-cached forward over k new tokens relative to k = 1 (k = 1..8): what
+    /// multi-token and speculative decoding can gain on this backend.
+    Forward(crate::bench_model::ForwardBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -95,6 +102,8 @@ fn best_of<F: Fn() -> anyhow::Result<()>>(repeat: usize, f: F) -> anyhow::Result
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Audio(a) => audio(a),
+        BenchCommand::Train(a) => crate::bench_model::run_train(a),
+        BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod audio_cmd;
 mod bench;
+mod bench_model;
 mod prepare;
 mod progress;
 mod tokenizer;

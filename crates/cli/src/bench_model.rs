@@ -1,0 +1,390 @@
+//! `voxspec bench train` and `voxspec bench forward`: the transformer core's training throughput
+//! and the cost of scoring a block of `k` new tokens against one, both as JSON.
+//!
+//! - `train` runs the shared training loop (AdamW, global-norm clipping, everything a real run
+//!   does except checkpoints) on a GPT-2-like causal LM over random tokens and reports tokens/s
+//!   after warm-up steps. The default config is the one PyTorch was measured on, on this kind of
+//!   machine (../shared/REFERENCE.md: 1174 tokens/s), so the report carries the ratio.
+//! - `forward` measures, on the MTP model with a KV cache, the time of one `extend` of `k` new
+//!   tokens relative to `k = 1`, for `k = 1..=max_k`: speculative and multi-token decoding only
+//!   pay if this stays far below `k`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use burn::module::Module;
+use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use clap::Args;
+use serde::Serialize;
+use voxspec_infer::{LanguageModel, LogitsRequest};
+use voxspec_mtp::{MtpConfig, TtsPrompt};
+use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
+use voxspec_train::{
+    BatchSource, Losses, OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer,
+};
+
+/// Peer figure from ../shared/REFERENCE.md: PyTorch 2.15, 2 threads, same config.
+const PYTORCH_TOKENS_PER_SEC: f64 = 1174.0;
+
+#[derive(Debug, Args)]
+pub struct TrainBenchArgs {
+    /// Transformer layers.
+    #[arg(long, default_value_t = 6)]
+    layers: usize,
+    /// Model width.
+    #[arg(long, default_value_t = 512)]
+    d_model: usize,
+    /// Attention heads.
+    #[arg(long, default_value_t = 8)]
+    heads: usize,
+    /// Vocabulary size.
+    #[arg(long, default_value_t = 1024)]
+    vocab: usize,
+    /// Sequences per batch.
+    #[arg(long, default_value_t = 8)]
+    batch: usize,
+    /// Tokens per sequence.
+    #[arg(long, default_value_t = 256)]
+    seq_len: usize,
+    /// Steps not timed (allocation, kernel selection).
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Timed steps.
+    #[arg(long, default_value_t = 8)]
+    steps: usize,
+    /// Where to write the JSON report.
+    #[arg(long, short, default_value = "bench-train.json")]
+    out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ForwardBenchArgs {
+    /// Largest block measured.
+    #[arg(long, default_value_t = 8)]
+    max_k: usize,
+    /// Model width.
+    #[arg(long, default_value_t = 512)]
+    d_model: usize,
+    /// Transformer layers.
+    #[arg(long, default_value_t = 6)]
+    layers: usize,
+    /// Codebook size (output vocabulary − 1).
+    #[arg(long, default_value_t = 1024)]
+    codebook: usize,
+    /// Cached positions before the measured block (the context it attends to).
+    #[arg(long, default_value_t = 200)]
+    context: usize,
+    /// Repetitions per k; the median is reported.
+    #[arg(long, default_value_t = 30)]
+    repeat: usize,
+    /// Where to write the JSON report.
+    #[arg(long, short, default_value = "bench-forward.json")]
+    out: PathBuf,
+}
+
+/// A GPT-2-style causal LM: embedding, the shared transformer core, a linear head.
+#[derive(Module, Debug)]
+struct CausalLm {
+    embedding: Embedding,
+    core: Transformer,
+    head: Linear,
+}
+
+struct RandomTokens {
+    batch: usize,
+    seq_len: usize,
+    vocab: usize,
+}
+
+impl BatchSource<Tensor<2, Int>> for RandomTokens {
+    fn batches_in_epoch(&self, _epoch: usize) -> usize {
+        1_000_000
+    }
+
+    fn batch(
+        &self,
+        epoch: usize,
+        index: usize,
+        device: &Device,
+    ) -> voxspec_train::Result<Tensor<2, Int>> {
+        // A fixed LCG keyed by (epoch, index): reproducible, no RNG state to carry.
+        let mut state = (epoch as u64) << 32 | index as u64;
+        let ids: Vec<i64> = (0..self.batch * (self.seq_len + 1))
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 33) % self.vocab as u64) as i64
+            })
+            .collect();
+        Ok(Tensor::from_data(
+            TensorData::new(ids, [self.batch, self.seq_len + 1]),
+            device,
+        ))
+    }
+}
+
+struct LmTask {
+    core: TransformerConfig,
+    vocab: usize,
+    data: RandomTokens,
+}
+
+impl TrainTask for LmTask {
+    type Model = CausalLm;
+    type Batch = Tensor<2, Int>;
+
+    fn init_model(&self, device: &Device) -> voxspec_train::Result<CausalLm> {
+        Ok(CausalLm {
+            embedding: EmbeddingConfig::new(self.vocab, self.core.d_model).init(device),
+            core: self
+                .core
+                .init(device)
+                .map_err(voxspec_train::TrainError::task)?,
+            head: LinearConfig::new(self.core.d_model, self.vocab).init(device),
+        })
+    }
+
+    fn train_data(&self) -> &dyn BatchSource<Tensor<2, Int>> {
+        &self.data
+    }
+
+    fn batch_items(&self, batch: &Tensor<2, Int>) -> usize {
+        let [b, t] = batch.dims();
+        b * (t - 1)
+    }
+
+    fn loss(
+        &self,
+        model: &CausalLm,
+        batch: &Tensor<2, Int>,
+        _phase: usize,
+    ) -> voxspec_train::Result<Losses> {
+        let [b, t] = batch.dims();
+        let inputs = batch.clone().narrow(1, 0, t - 1);
+        let targets = batch.clone().narrow(1, 1, t - 1).reshape([b, t - 1, 1]);
+        let hidden = model
+            .core
+            .forward(model.embedding.forward(inputs), None)
+            .map_err(voxspec_train::TrainError::task)?;
+        // [b, t-1, vocab] → mean negative log-likelihood of the next tokens
+        let logp = log_softmax(model.head.forward(hidden), 2).gather(2, targets);
+        Ok(Losses::total(logp.mean().neg()))
+    }
+}
+
+/// Times every step after the warm-up.
+struct StepTimer {
+    warmup: usize,
+    last: Instant,
+    timed: Vec<Duration>,
+}
+
+impl TrainObserver for StepTimer {
+    fn on_step(&mut self, report: &StepReport) {
+        let now = Instant::now();
+        if report.step > self.warmup {
+            self.timed.push(now - self.last);
+        }
+        self.last = now;
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct TrainReport {
+    benchmark: &'static str,
+    config: serde_json::Value,
+    parameters: usize,
+    tokens_per_step: usize,
+    timed_steps: usize,
+    median_step_seconds: f64,
+    tokens_per_second: f64,
+    pytorch_tokens_per_second: f64,
+    ratio_to_pytorch: f64,
+    cores: usize,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.steps > 0, "--steps must be at least 1");
+    anyhow::ensure!(args.seq_len >= 2, "--seq-len must be at least 2");
+    let core = TransformerConfig::new()
+        .with_d_model(args.d_model)
+        .with_n_heads(args.heads)
+        .with_n_layers(args.layers)
+        .with_d_ff(4 * args.d_model)
+        .with_norm(NormKind::Layer)
+        .with_positions(PositionKind::Learned)
+        .with_mlp(MlpKind::Gelu)
+        .with_bias(true)
+        .with_dropout(0.0)
+        .with_max_seq_len(args.seq_len);
+    let task = LmTask {
+        core: core.clone(),
+        vocab: args.vocab,
+        data: RandomTokens {
+            batch: args.batch,
+            seq_len: args.seq_len,
+            vocab: args.vocab,
+        },
+    };
+    let config = TrainConfig {
+        max_steps: args.warmup + args.steps,
+        optimizer: OptimConfig {
+            lr: 3e-4,
+            warmup_steps: 0,
+            ..OptimConfig::default()
+        },
+        log_every: 1_000_000,
+        checkpoint_every: 0,
+        tensorboard: false,
+        ..TrainConfig::default()
+    };
+    let dir = tempfile::tempdir().context("creating a scratch run directory")?;
+    let device = Device::flex();
+    let parameters = task.init_model(&device)?.num_params();
+    eprintln!(
+        "training {} steps ({} warm-up) of a {:.1}M-parameter causal LM, batch {} x {}",
+        args.steps + args.warmup,
+        args.warmup,
+        parameters as f64 / 1e6,
+        args.batch,
+        args.seq_len
+    );
+    let mut timer = StepTimer {
+        warmup: args.warmup,
+        last: Instant::now(),
+        timed: Vec::new(),
+    };
+    Trainer::new(config, task, dir.path(), &device).run(&mut timer)?;
+    let step = median(timer.timed.iter().map(Duration::as_secs_f64).collect());
+    let tokens = args.batch * args.seq_len;
+    let tps = tokens as f64 / step;
+    let report = TrainReport {
+        benchmark: "train",
+        config: serde_json::json!({
+            "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
+            "vocab": args.vocab, "batch": args.batch, "seq_len": args.seq_len,
+            "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
+        }),
+        parameters,
+        tokens_per_step: tokens,
+        timed_steps: timer.timed.len(),
+        median_step_seconds: step,
+        tokens_per_second: tps,
+        pytorch_tokens_per_second: PYTORCH_TOKENS_PER_SEC,
+        ratio_to_pytorch: tps / PYTORCH_TOKENS_PER_SEC,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    write_report(&args.out, &report)?;
+    println!(
+        "training throughput: {tps:.0} tokens/s ({:.2}x PyTorch's {PYTORCH_TOKENS_PER_SEC} tokens/s)",
+        report.ratio_to_pytorch
+    );
+    Ok(())
+}
+
+#[derive(Debug, Serialize)]
+struct ForwardPoint {
+    k: usize,
+    median_ms: f64,
+    cost_relative_to_k1: f64,
+    ms_per_token: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct ForwardReport {
+    benchmark: &'static str,
+    config: serde_json::Value,
+    parameters: usize,
+    results: Vec<ForwardPoint>,
+}
+
+pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.max_k >= 1, "--max-k must be at least 1");
+    anyhow::ensure!(args.repeat >= 1, "--repeat must be at least 1");
+    let device = Device::flex();
+    device.seed(0);
+    let core = TransformerConfig::new()
+        .with_d_model(args.d_model)
+        .with_n_heads(8)
+        .with_n_layers(args.layers)
+        .with_d_ff(4 * args.d_model)
+        .with_dropout(0.0)
+        .with_max_seq_len(args.context + args.max_k + 16);
+    let model = MtpConfig::new(16, args.codebook, core)
+        .with_n_heads(1)
+        .init(&device)?;
+    let prompt = TtsPrompt {
+        text: vec![1; 8],
+        codes: (0..args.context.saturating_sub(9) as u32)
+            .map(|i| i % args.codebook as u32)
+            .collect(),
+    };
+    let mut cache = model.new_cache(1, args.context + args.max_k + 8)?;
+    model.prefill(
+        &mut cache,
+        std::slice::from_ref(&prompt),
+        LogitsRequest::next_token(),
+    )?;
+    let base = model.cache_len(&cache, 0);
+    let mut results = Vec::with_capacity(args.max_k);
+    // Interleave the k values over repetitions so drift in machine load hits all alike.
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(args.repeat); args.max_k];
+    for rep in 0..args.repeat + 2 {
+        for k in 1..=args.max_k {
+            let block: Vec<u32> = (0..k as u32)
+                .map(|i| (i * 7) % args.codebook as u32)
+                .collect();
+            let t = Instant::now();
+            model.extend(&mut cache, &[block], LogitsRequest::next_token())?;
+            let elapsed = t.elapsed().as_secs_f64() * 1e3;
+            model.truncate(&mut cache, 0, base)?;
+            if rep >= 2 {
+                times[k - 1].push(elapsed);
+            }
+        }
+    }
+    let medians: Vec<f64> = times.into_iter().map(median).collect();
+    for (i, &m) in medians.iter().enumerate() {
+        results.push(ForwardPoint {
+            k: i + 1,
+            median_ms: m,
+            cost_relative_to_k1: m / medians[0],
+            ms_per_token: m / (i + 1) as f64,
+        });
+    }
+    let report = ForwardReport {
+        benchmark: "forward",
+        config: serde_json::json!({
+            "layers": args.layers, "d_model": args.d_model, "codebook": args.codebook,
+            "context": args.context, "repeat": args.repeat, "backend": "flex",
+        }),
+        parameters: model.num_params(),
+        results,
+    };
+    write_report(&args.out, &report)?;
+    println!("| k | ms | cost(k)/cost(1) |\n|---|---|---|");
+    for p in &report.results {
+        println!(
+            "| {} | {:.2} | {:.2} |",
+            p.k, p.median_ms, p.cost_relative_to_k1
+        );
+    }
+    Ok(())
+}
+
+fn write_report(path: &std::path::Path, report: &impl Serialize) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(report)?;
+    voxspec_data::write_atomic(path, json.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
