@@ -238,9 +238,12 @@ fn eos_inside_a_block_ends_the_sequence_there() {
             seed: 0,
         };
         let greedy = SamplerConfig::greedy();
-        for decoder in [MtpDecoder::new(4).unwrap()] {
+        let seqs: [&[u32]; 2] = [&[0, 1, 2, 3, 4, 5], &[5, 4, 3, 2, 1, 0]];
+        let q =
+            Arc::new(Transitions::from_sequences(seqs, 19, &TransitionsConfig::default()).unwrap());
+        let viterbi = MtpDecoder::with_viterbi(4, ViterbiConfig { top_k: 3 }, q).unwrap();
+        for mut decoder in [MtpDecoder::new(4).unwrap(), viterbi] {
             let out = decoder
-                .clone()
                 .generate(&m, std::slice::from_ref(&req), &greedy)
                 .unwrap();
             assert_eq!(out[0].tokens.len(), min_tokens);
