@@ -220,12 +220,9 @@ fn draw_candidates(
     k: usize,
     rng: &mut StdRng,
 ) -> Vec<u32> {
-    let first = sampler.draw(row, history, banned, rng);
-    let mut chosen = vec![first];
-    if k == 1 {
-        return chosen;
-    }
     let mut probs = sampler.distribution(row, history, banned);
+    let first = sampler.draw_from(&probs, row, history, banned, rng);
+    let mut chosen = vec![first];
     probs[first as usize] = 0.0;
     while chosen.len() < k {
         if !probs.iter().any(|&p| p > 0.0) {
