@@ -23,6 +23,10 @@
 //!   random stream; the path is then the best one through these random candidates. A larger
 //!   `top_k` widens the search (and, as the paper's Table II shows, diversity).
 //!
+//! As in the paper, the states of every step are all `m` candidates (scored by that step's own
+//! head), not only the step's own: a token proposed by head 3 may be emitted at position 2, so
+//! even `top_k = 1` with several heads is not the same as independent sampling.
+//!
 //! With one head, greedy Viterbi equals AR for any `top_k` (a one-step path is the head's argmax),
 //! and sampled Viterbi with `top_k = 1` equals AR (its only candidate is AR's draw). Independent
 //! MTP with one head is AR exactly, greedy or sampled.

@@ -94,6 +94,25 @@ fn mtp_with_one_head_equals_ar() {
 }
 
 #[test]
+fn seeds_drive_sampling() {
+    let m = model(4, 6);
+    let mut reqs = requests(1, 30);
+    let sampler = SamplerConfig::default();
+    for mut decoder in [
+        Box::new(ArDecoder) as Box<dyn Decoder<TableLm>>,
+        Box::new(MtpDecoder::new(3).unwrap()),
+    ] {
+        let a = decoder.generate(&m, &reqs, &sampler).unwrap();
+        let again = decoder.generate(&m, &reqs, &sampler).unwrap();
+        reqs[0].seed += 1;
+        let b = decoder.generate(&m, &reqs, &sampler).unwrap();
+        reqs[0].seed -= 1;
+        assert_eq!(tokens(&a), tokens(&again));
+        assert_ne!(tokens(&a), tokens(&b), "{}", decoder.name());
+    }
+}
+
+#[test]
 fn batch_equals_one_by_one() {
     let m = model(4, 2);
     let reqs = requests(7, 25);
