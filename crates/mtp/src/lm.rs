@@ -7,6 +7,7 @@
 //! length).
 
 use burn::tensor::{Int, Tensor, TensorData};
+use voxspec_infer::lm::check_blocks;
 use voxspec_infer::{InferError, LanguageModel, Logits, LogitsRequest};
 use voxspec_nn::KvCache;
 
@@ -37,22 +38,24 @@ impl MtpModel {
     /// Runs `rows` (one per sequence, ragged) through the cache; returns the hidden states
     /// `[batch, max_len, d_model]` and leaves sequence `b` extended by `rows[b].len()`.
     fn run_rows(&self, cache: &mut MtpCache, rows: &[Vec<u32>]) -> Result<Tensor<3>, InferError> {
-        let batch = cache.kv.batch_size();
-        if rows.len() != batch || rows.iter().any(|r| r.is_empty()) {
+        let before: Vec<usize> = cache.kv.lengths().to_vec();
+        let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+        if rows.len() != before.len() || width == 0 {
             return Err(InferError::InvalidRequest {
                 detail: format!(
-                    "expected {batch} non-empty blocks, got lengths {:?}",
+                    "expected {} blocks, at least one non-empty; got lengths {:?}",
+                    before.len(),
                     rows.iter().map(Vec::len).collect::<Vec<_>>()
                 ),
             });
         }
-        let before: Vec<usize> = cache.kv.lengths().to_vec();
-        let width = rows.iter().map(Vec::len).max().unwrap_or(1);
+        // Short (or empty: finished) rows are padded with the separator id, then cut back.
+        let pad = self.text_vocab() as u32;
         let padded: Vec<Vec<u32>> = rows
             .iter()
             .map(|r| {
                 let mut r = r.clone();
-                r.resize(width, r[r.len() - 1]);
+                r.resize(width, pad);
                 r
             })
             .collect();
@@ -79,18 +82,11 @@ impl MtpModel {
         lens: &[usize],
         request: LogitsRequest,
     ) -> Result<Logits, InferError> {
-        if request.heads == 0 || request.heads > self.n_heads() {
-            return Err(InferError::InvalidRequest {
-                detail: format!(
-                    "{} heads requested from a model with {}",
-                    request.heads,
-                    self.n_heads()
-                ),
-            });
-        }
+        request.check(self.n_heads())?;
         let [batch, time, d] = hidden.dims();
         let hidden = if request.last_only {
-            let idx: Vec<i64> = lens.iter().map(|&l| (l - 1) as i64).collect();
+            // An empty (finished) row has no last position: its row is unspecified, use 0.
+            let idx: Vec<i64> = lens.iter().map(|&l| l.saturating_sub(1) as i64).collect();
             let idx = Tensor::<1, Int>::from_data(TensorData::new(idx, [batch]), &hidden.device());
             // [batch, 1, d]: row b picks position lens[b] - 1
             let idx = idx.reshape([batch, 1, 1]).repeat_dim(2, d);
@@ -124,6 +120,10 @@ impl LanguageModel for MtpModel {
 
     fn eos_token(&self) -> Option<u32> {
         Some(self.codebook_size() as u32)
+    }
+
+    fn prompt_len(&self, prompt: &TtsPrompt) -> usize {
+        prompt.text.len() + 1 + prompt.codes.len()
     }
 
     fn new_cache(&self, batch: usize, capacity: usize) -> Result<MtpCache, InferError> {
@@ -168,6 +168,7 @@ impl LanguageModel for MtpModel {
         blocks: &[Vec<u32>],
         request: LogitsRequest,
     ) -> Result<Logits, InferError> {
+        check_blocks(blocks, cache.kv.batch_size(), self.vocab_size())?;
         let rows = blocks
             .iter()
             .map(|b| self.code_ids(b))
