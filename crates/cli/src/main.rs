@@ -6,6 +6,7 @@ mod bench;
 mod bench_model;
 mod prepare;
 mod progress;
+mod stats;
 mod tokenizer;
 
 use std::process::ExitCode;
@@ -43,6 +44,9 @@ enum Command {
     /// Benchmarks that write JSON reports.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Statistics of extracted codes (the transition matrix for Viterbi decoding).
+    #[command(subcommand)]
+    Stats(stats::StatsCommand),
 }
 
 fn init_logging(verbose: u8) {
@@ -75,6 +79,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tokenizer(cmd) => tokenizer::run(cmd),
         Command::Audio(cmd) => audio_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
+        Command::Stats(cmd) => stats::run(cmd),
     }
 }
 

@@ -1,0 +1,156 @@
+//! The language-model side of the `voxspec` binary: transition statistics and the model
+//! benchmarks, run as a user would on small inputs.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use voxspec_data::{Codes, TokenStoreMeta, TokenStoreWriter};
+use voxspec_infer::Transitions;
+
+fn voxspec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_voxspec"))
+        .args(args)
+        .output()
+        .expect("the voxspec binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn path(p: &Path) -> &str {
+    p.to_str().expect("utf-8 temp path")
+}
+
+#[test]
+fn lm_commands_have_help() {
+    for args in [
+        vec!["stats", "transitions", "--help"],
+        vec!["bench", "train", "--help"],
+        vec!["bench", "forward", "--help"],
+    ] {
+        let o = voxspec(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains("Usage"), "{args:?}");
+    }
+}
+
+#[test]
+fn transitions_are_counted_from_a_token_store() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let meta = TokenStoreMeta {
+        n_q: 2,
+        codebook_size: 4,
+        frame_rate: 50.0,
+    };
+    let mut writer = TokenStoreWriter::new(dir.path(), "train", meta, 1000).expect("writer");
+    // Stream 0 cycles 0 → 1 → 2 → 0 …; stream 1 is noise that must be ignored.
+    for (i, len) in [7usize, 5, 9].into_iter().enumerate() {
+        let s0: Vec<u32> = (0..len as u32).map(|j| j % 3).collect();
+        let s1: Vec<u32> = (0..len as u32).map(|j| (j * 3 + 1) % 4).collect();
+        let codes = Codes::new(2, len, [s0, s1].concat()).expect("codes");
+        writer.push(&format!("utt{i}"), codes).expect("push");
+    }
+    writer.finish().expect("finish");
+    let out = dir.path().join("transitions.safetensors");
+    let o = voxspec(&[
+        "stats",
+        "transitions",
+        "--tokens",
+        path(dir.path()),
+        "--out",
+        path(&out),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let q = Transitions::load(&out).expect("load");
+    assert_eq!(q.vocab_size(), 5);
+    assert_eq!(q.counted(), (3, 7 + 5 + 9));
+    for (a, b) in [(0, 1), (1, 2), (2, 0)] {
+        for other in 0..5 {
+            if other != b {
+                assert!(
+                    q.log_q(a, b) > q.log_q(a, other),
+                    "Q({a}→{b}) vs Q({a}→{other})"
+                );
+            }
+        }
+    }
+    // Utterances end after codes 0 (len 7), 1 (len 5) and 2 (len 9): EOS (4) follows each once.
+    assert!(q.log_q(1, 4) > q.log_q(1, 3));
+
+    let o = voxspec(&[
+        "stats",
+        "transitions",
+        "--tokens",
+        path(dir.path()),
+        "--split",
+        "dev",
+        "--out",
+        path(&out),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("dev"), "{}", text(&o));
+}
+
+#[test]
+fn model_benchmarks_write_their_reports() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fwd = dir.path().join("forward.json");
+    let o = voxspec(&[
+        "bench",
+        "forward",
+        "--max-k",
+        "3",
+        "--d-model",
+        "32",
+        "--layers",
+        "1",
+        "--codebook",
+        "16",
+        "--context",
+        "20",
+        "--repeat",
+        "2",
+        "--out",
+        path(&fwd),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&fwd).expect("report")).expect("json");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0]["cost_relative_to_k1"], 1.0);
+
+    let train = dir.path().join("train.json");
+    let o = voxspec(&[
+        "bench",
+        "train",
+        "--layers",
+        "1",
+        "--d-model",
+        "32",
+        "--heads",
+        "2",
+        "--vocab",
+        "64",
+        "--batch",
+        "2",
+        "--seq-len",
+        "16",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--out",
+        path(&train),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
+    assert_eq!(report["timed_steps"], 2);
+    assert!(report["tokens_per_second"].as_f64().expect("tps") > 0.0);
+}
