@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod params;
 pub mod task;
 pub mod trainer;
+pub mod weights;
 
 pub use checkpoint::{CheckpointPaths, TrainState, latest_checkpoint, list_checkpoints};
 pub use config::{LrSchedule, OptimConfig, TrainConfig};
@@ -28,3 +29,4 @@ pub use metrics::{MetricsRecord, read_metrics};
 pub use params::param_paths;
 pub use task::{BatchSource, Losses, Phase, TrainTask};
 pub use trainer::{StepReport, TrainObserver, TrainOutcome, Trainer};
+pub use weights::{load_weights, read_model_config, save_weights, write_model_config};

@@ -33,6 +33,7 @@ use crate::checkpoint::{
 use crate::config::{OptimConfig, TrainConfig};
 use crate::error::{Result, TrainError};
 use crate::metrics::{MetricsLog, MetricsRecord};
+use crate::weights::load_weights;
 use crate::params::{
     add_grads, assign_ids, grad_sq_norm, param_group, param_paths, scale_grads, select_params,
 };
@@ -469,7 +470,7 @@ impl<T: TrainTask> Trainer<T> {
     fn load_checkpoint(
         &self,
         dir: &Path,
-        mut model: T::Model,
+        model: T::Model,
         phases: &[Phase],
         optims: &mut [ModuleOptimizer],
     ) -> Result<(T::Model, TrainState)> {
@@ -479,13 +480,7 @@ impl<T: TrainTask> Trainer<T> {
             path: model_path.clone(),
             message,
         };
-        let mut store = SafetensorsStore::from_file(&model_path);
-        let applied = model
-            .load_from(&mut store)
-            .map_err(|e| weights_error(e.to_string()))?;
-        if !applied.errors.is_empty() || !applied.missing.is_empty() {
-            return Err(weights_error(applied.to_string()));
-        }
+        let model = load_weights(model, &model_path)?;
         let ids: ParamIds = read_json(&paths.param_ids())?;
         let (model, missing) = assign_ids(model, &ids);
         if !missing.is_empty() {

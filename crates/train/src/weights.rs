@@ -1,0 +1,138 @@
+//! Model files every voxspec model shares: weights as safetensors written atomically, loaded
+//! strictly (every tensor present, none left over, shapes equal — or an error naming each one
+//! that differs), and a `config.json` whose `kind` says which model it describes.
+//!
+//! ```text
+//! <dir>/config.json        { "kind": "mtp", "voxspec_version": "0.1.0", ...model-specific }
+//! <dir>/model.safetensors  the weights, tensor names = module paths (`transformer.blocks.0...`)
+//! ```
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use burn::module::Module;
+use burn::store::{ApplyError, ModuleSnapshot, SafetensorsStore};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::error::{Result, TrainError};
+
+/// File name of the weights inside a model directory.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// File name of the configuration inside a model directory.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// Writes `module`'s parameters to `path` through a temporary sibling and a rename, so a crash
+/// never leaves a half-written file under the final name.
+///
+/// # Errors
+/// [`TrainError::Weights`] naming the file.
+pub fn save_weights<M: Module>(module: &M, path: &Path) -> Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| WEIGHTS_FILE.to_string());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut store = SafetensorsStore::from_file(&tmp).overwrite(true);
+    module
+        .save_into(&mut store)
+        .map_err(|e| weights_err(&tmp, e.to_string()))?;
+    std::fs::rename(&tmp, path).map_err(|e| TrainError::io(path, e))
+}
+
+/// Loads `path` into `module` (built from the matching config) and checks that the file and
+/// the module agree exactly.
+///
+/// # Errors
+/// [`TrainError::Weights`] when the file is missing or unreadable, or listing every tensor the
+/// file lacks, every tensor the module does not have, and every shape or dtype that differs.
+pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M> {
+    if !path.is_file() {
+        return Err(weights_err(path, "no such file".into()));
+    }
+    let mut module = module;
+    let mut store = SafetensorsStore::from_file(path);
+    let applied = module
+        .load_from(&mut store)
+        .map_err(|e| weights_err(path, e.to_string()))?;
+    if applied.missing.is_empty() && applied.unused.is_empty() && applied.errors.is_empty() {
+        return Ok(module);
+    }
+    let mut detail = String::from("the weights do not match the model's config:");
+    for (name, _) in &applied.missing {
+        let _ = write!(detail, "\n  missing in the file: {name}");
+    }
+    for name in &applied.unused {
+        let _ = write!(detail, "\n  not in the model: {name}");
+    }
+    for error in &applied.errors {
+        let _ = match error {
+            ApplyError::ShapeMismatch {
+                path,
+                expected,
+                found,
+            } => write!(
+                detail,
+                "\n  shape of {path}: model {:?}, file {:?}",
+                expected.dims, found.dims
+            ),
+            other => write!(detail, "\n  {other:?}"),
+        };
+    }
+    Err(weights_err(path, detail))
+}
+
+fn weights_err(path: &Path, detail: String) -> TrainError {
+    TrainError::Weights {
+        path: path.to_path_buf(),
+        message: detail,
+    }
+}
+
+/// Writes `<dir>/config.json` as `{"kind": kind, "voxspec_version": .., ...config}` atomically.
+///
+/// # Errors
+/// [`TrainError::Io`] or [`TrainError::Weights`] (serialisation) naming the file.
+pub fn write_model_config<C: Serialize>(dir: &Path, kind: &str, config: &C) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).map_err(|e| TrainError::io(dir, e))?;
+    let path = dir.join(CONFIG_FILE);
+    let mut value =
+        serde_json::to_value(config).map_err(|e| weights_err(&path, e.to_string()))?;
+    let Some(map) = value.as_object_mut() else {
+        return Err(weights_err(&path, "a model config must be a JSON object".into()));
+    };
+    map.insert("kind".into(), kind.into());
+    map.insert("voxspec_version".into(), env!("CARGO_PKG_VERSION").into());
+    let json = serde_json::to_vec_pretty(&value).map_err(|e| weights_err(&path, e.to_string()))?;
+    let tmp = dir.join(format!(".{CONFIG_FILE}.tmp"));
+    std::fs::write(&tmp, json).map_err(|e| TrainError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| TrainError::io(&path, e))?;
+    Ok(path)
+}
+
+/// Reads `<dir>/config.json`, checks its `kind` is `expected`, and parses the rest as `C`.
+///
+/// # Errors
+/// [`TrainError::Weights`] naming the file when it is missing, not JSON, of another kind
+/// (both kinds named), or missing a field of `C`.
+pub fn read_model_config<C: DeserializeOwned>(dir: &Path, expected: &str) -> Result<C> {
+    let path = dir.join(CONFIG_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| TrainError::io(&path, e))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| weights_err(&path, format!("not JSON: {e}")))?;
+    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+    if kind != expected {
+        return Err(weights_err(
+            &path,
+            format!(
+                "this is a {} checkpoint; a {expected:?} model was expected",
+                if kind.is_empty() {
+                    "voxspec-less (no \"kind\")".to_string()
+                } else {
+                    format!("{kind:?}")
+                }
+            ),
+        ));
+    }
+    serde_json::from_value(value).map_err(|e| weights_err(&path, format!("bad config: {e}")))
+}
