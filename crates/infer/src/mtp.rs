@@ -267,9 +267,11 @@ impl<M: LanguageModel> Decoder<M> for MtpDecoder {
         let mut cache = model.new_cache(requests.len(), cache_capacity(model, requests, 0))?;
         let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
         let all = vec![true; requests.len()];
+        let (batch, vocab) = (requests.len(), model.vocab_size());
         let mut logits = timed_call(&mut sequences, &all, || {
             model.prefill(&mut cache, &prompts, request)
         })?;
+        logits.check(batch, 1, self.heads, vocab)?;
         loop {
             let mut blocks = vec![Vec::new(); sequences.len()];
             for (b, seq) in sequences.iter_mut().enumerate() {
@@ -287,6 +289,7 @@ impl<M: LanguageModel> Decoder<M> for MtpDecoder {
             logits = timed_call(&mut sequences, &takes_part, || {
                 model.extend(&mut cache, &blocks, request)
             })?;
+            logits.check(batch, 1, self.heads, vocab)?;
         }
         tracing::debug!(
             batch = requests.len(),

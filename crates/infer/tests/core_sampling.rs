@@ -13,6 +13,8 @@ use voxspec_infer::{
 /// Every call returns the same scores: head `h` has `probs[h]` as its distribution.
 struct FixedLm {
     probs: Vec<Vec<f32>>,
+    /// A vocabulary size to claim that differs from the rows' (a broken model).
+    claimed_vocab: Option<usize>,
 }
 
 impl FixedLm {
@@ -23,7 +25,7 @@ impl FixedLm {
             .collect();
         Logits::new(
             row.repeat(batch),
-            [batch, 1, request.heads, self.vocab_size()],
+            [batch, 1, request.heads, self.probs[0].len()],
         )
     }
 }
@@ -33,7 +35,7 @@ impl LanguageModel for FixedLm {
     type Cache = Vec<usize>;
 
     fn vocab_size(&self) -> usize {
-        self.probs[0].len()
+        self.claimed_vocab.unwrap_or(self.probs[0].len())
     }
     fn n_heads(&self) -> usize {
         self.probs.len()
@@ -118,6 +120,7 @@ fn assert_near(got: &[f64], want: &[f64]) {
 fn model() -> FixedLm {
     FixedLm {
         probs: vec![vec![0.5, 0.3, 0.2], vec![0.1, 0.2, 0.7]],
+        claimed_vocab: None,
     }
 }
 
@@ -152,4 +155,27 @@ fn sampled_viterbi_emits_the_best_of_top_k_candidates() {
     assert_near(&frequencies(&mut one, &m, 1, 0), &[0.5, 0.3, 0.2]);
     let mut all = MtpDecoder::with_viterbi(1, ViterbiConfig { top_k: 3 }, q).unwrap();
     assert_near(&frequencies(&mut all, &m, 1, 0), &[1.0, 0.0, 0.0]);
+}
+
+#[test]
+fn logits_of_the_wrong_shape_are_an_error() {
+    let m = FixedLm {
+        claimed_vocab: Some(4),
+        ..model()
+    };
+    let reqs = &requests(2)[..3];
+    let greedy = SamplerConfig::greedy();
+    for err in [
+        ArDecoder.generate(&m, reqs, &greedy).unwrap_err(),
+        MtpDecoder::new(2)
+            .unwrap()
+            .generate(&m, reqs, &greedy)
+            .unwrap_err(),
+    ] {
+        assert!(matches!(err, InferError::Model(_)), "{err}");
+        assert!(
+            err.to_string().contains("[3, 1, 1, 3]") || err.to_string().contains("[3, 1, 2, 3]"),
+            "{err}"
+        );
+    }
 }
