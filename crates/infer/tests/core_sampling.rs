@@ -148,12 +148,12 @@ fn sampled_viterbi_emits_the_best_of_top_k_candidates() {
     let p02 = 0.5 * 0.2 / 0.5 + 0.2 * 0.5 / 0.8;
     let p12 = 0.3 * 0.2 / 0.7 + 0.2 * 0.3 / 0.8;
     assert!((p01 + p02 + p12 - 1.0f64).abs() < 1e-12);
-    let mut vit = MtpDecoder::with_viterbi(1, ViterbiConfig { top_k: 2 }, q.clone()).unwrap();
+    let mut vit = MtpDecoder::with_viterbi(1, ViterbiConfig::new(2), q.clone()).unwrap();
     assert_near(&frequencies(&mut vit, &m, 1, 0), &[p01 + p02, p12, 0.0]);
     // top_k = 1: plain sampling; top_k = 3 (the whole vocabulary): always the mode.
-    let mut one = MtpDecoder::with_viterbi(1, ViterbiConfig { top_k: 1 }, q.clone()).unwrap();
+    let mut one = MtpDecoder::with_viterbi(1, ViterbiConfig::new(1), q.clone()).unwrap();
     assert_near(&frequencies(&mut one, &m, 1, 0), &[0.5, 0.3, 0.2]);
-    let mut all = MtpDecoder::with_viterbi(1, ViterbiConfig { top_k: 3 }, q).unwrap();
+    let mut all = MtpDecoder::with_viterbi(1, ViterbiConfig::new(3), q).unwrap();
     assert_near(&frequencies(&mut all, &m, 1, 0), &[1.0, 0.0, 0.0]);
 }
 
