@@ -85,7 +85,7 @@ fn mtp_with_one_head_equals_ar() {
         }
         // Greedy Viterbi over one head is the argmax whatever top_k; sampled, with top_k = 1.
         let top_k = if sampler.is_greedy() { 5 } else { 1 };
-        let vit = MtpDecoder::with_viterbi(1, ViterbiConfig { top_k }, q.clone())
+        let vit = MtpDecoder::with_viterbi(1, ViterbiConfig::new(top_k), q.clone())
             .unwrap()
             .generate(&m, &reqs, &sampler)
             .unwrap();
@@ -120,7 +120,10 @@ fn batch_equals_one_by_one() {
     let mut decoders: Vec<Box<dyn Decoder<TableLm>>> = vec![
         Box::new(ArDecoder),
         Box::new(MtpDecoder::new(3).unwrap()),
-        Box::new(MtpDecoder::with_viterbi(4, ViterbiConfig { top_k: 3 }, q).unwrap()),
+        Box::new(MtpDecoder::with_viterbi(4, ViterbiConfig::new(3), q.clone()).unwrap()),
+        Box::new(
+            MtpDecoder::with_viterbi(3, ViterbiConfig::new(2).with_link_previous(true), q).unwrap(),
+        ),
     ];
     for decoder in &mut decoders {
         for sampler in samplers() {
@@ -226,15 +229,29 @@ fn noisy_heads_change_the_output_and_viterbi_uses_transitions() {
         .generate(&m, &reqs, &greedy)
         .unwrap();
     assert_ne!(tokens(&ar), tokens(&mtp));
-    let vit = MtpDecoder::with_viterbi(4, ViterbiConfig { top_k: 5 }, q)
+    let vit = MtpDecoder::with_viterbi(4, ViterbiConfig::new(5), q.clone())
         .unwrap()
         .generate(&m, &reqs, &greedy)
         .unwrap();
-    let (c_mtp, c_vit) = (consistency(&mtp, &reqs), consistency(&vit, &reqs));
-    eprintln!("greedy-consistency: independent heads {c_mtp:.3}, viterbi {c_vit:.3}");
+    let linked = MtpDecoder::with_viterbi(4, ViterbiConfig::new(5).with_link_previous(true), q)
+        .unwrap()
+        .generate(&m, &reqs, &greedy)
+        .unwrap();
+    let (c_mtp, c_vit, c_linked) = (
+        consistency(&mtp, &reqs),
+        consistency(&vit, &reqs),
+        consistency(&linked, &reqs),
+    );
+    eprintln!(
+        "greedy-consistency: independent heads {c_mtp:.3}, viterbi {c_vit:.3}, linked {c_linked:.3}"
+    );
     assert!(
         c_vit > c_mtp + 0.1,
         "viterbi {c_vit} vs independent {c_mtp}"
+    );
+    assert!(
+        c_linked > c_mtp + 0.1,
+        "linked {c_linked} vs independent {c_mtp}"
     );
 }
 
@@ -260,7 +277,7 @@ fn eos_inside_a_block_ends_the_sequence_there() {
         let seqs: [&[u32]; 2] = [&[0, 1, 2, 3, 4, 5], &[5, 4, 3, 2, 1, 0]];
         let q =
             Arc::new(Transitions::from_sequences(seqs, 19, &TransitionsConfig::default()).unwrap());
-        let viterbi = MtpDecoder::with_viterbi(4, ViterbiConfig { top_k: 3 }, q).unwrap();
+        let viterbi = MtpDecoder::with_viterbi(4, ViterbiConfig::new(3), q).unwrap();
         for mut decoder in [MtpDecoder::new(4).unwrap(), viterbi] {
             let out = decoder
                 .generate(&m, std::slice::from_ref(&req), &greedy)

@@ -356,8 +356,7 @@ fn cached_generation_equals_uncached() {
     };
     cached_equals_uncached(&mut ArDecoder, &cached, &uncached);
     cached_equals_uncached(&mut MtpDecoder::new(3).unwrap(), &cached, &uncached);
-    let mut viterbi =
-        MtpDecoder::with_viterbi(3, ViterbiConfig { top_k: 3 }, transitions()).unwrap();
+    let mut viterbi = MtpDecoder::with_viterbi(3, ViterbiConfig::new(3), transitions()).unwrap();
     cached_equals_uncached(&mut viterbi, &cached, &uncached);
 }
 

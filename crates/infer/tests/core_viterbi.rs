@@ -11,6 +11,16 @@ use voxspec_infer::{Transitions, TransitionsConfig, Viterbi};
 
 /// Every path of `steps` states over `m`, by counting in base `m`.
 fn brute_force(log_s: &[f32], log_q: &[f32], m: usize) -> (Vec<usize>, f32) {
+    brute_force_from(&vec![0.0; m], log_s, log_q, m)
+}
+
+/// Brute force with `log_prior[s_1]` added to every path's score.
+fn brute_force_from(
+    log_prior: &[f32],
+    log_s: &[f32],
+    log_q: &[f32],
+    m: usize,
+) -> (Vec<usize>, f32) {
     let steps = log_s.len() / m;
     let mut best = (vec![0; steps], f32::NEG_INFINITY);
     let mut path = vec![0; steps];
@@ -20,7 +30,7 @@ fn brute_force(log_s: &[f32], log_q: &[f32], m: usize) -> (Vec<usize>, f32) {
             *s = c % m;
             c /= m;
         }
-        let score = path_log_score(log_s, log_q, m, &path);
+        let score = log_prior[path[0]] + path_log_score(log_s, log_q, m, &path);
         if score > best.1 {
             best = (path.clone(), score);
         }
@@ -64,6 +74,32 @@ fn viterbi_equals_brute_force_on_random_cases() {
         }
     }
     assert_eq!(cases, 6 * 5 * 8);
+}
+
+#[test]
+fn a_prior_on_the_first_state_equals_brute_force() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let mut solver = Viterbi::new();
+    let mut changed = 0;
+    for _ in 0..100 {
+        let (m, steps) = (rng.random_range(1..6), rng.random_range(1..5));
+        let log_s = log_probs(&mut rng, steps, m);
+        let log_q = log_probs(&mut rng, m, m);
+        let prior = log_probs(&mut rng, 1, m);
+        let path = solver
+            .best_path_from(Some(&prior), &log_s, &log_q, m)
+            .unwrap();
+        let (best, best_score) = brute_force_from(&prior, &log_s, &log_q, m);
+        assert!((path.log_score - best_score).abs() < 1e-4);
+        assert_eq!(path.states, best);
+        changed += usize::from(solver.best_path(&log_s, &log_q, m).unwrap().states != best);
+    }
+    assert!(changed > 10, "the prior changed only {changed} paths");
+    assert!(
+        solver
+            .best_path_from(Some(&[0.0]), &[0.0; 4], &[0.0; 4], 2)
+            .is_err()
+    );
 }
 
 #[test]
