@@ -17,3 +17,15 @@ pub use decoder::{DecodeStats, Decoder, Generation, Limits, Request, StopReason}
 pub use error::{InferError, Result};
 pub use lm::{LanguageModel, Logits, LogitsRequest};
 pub use sampler::{RasConfig, SamplerConfig};
+
+pub mod acceptance;
+pub mod groups;
+pub mod self_spec;
+pub mod speculative;
+pub mod verify;
+
+pub use acceptance::{ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced};
+pub use groups::{GroupsFileError, SimilarityGroups};
+pub use self_spec::SelfSpeculativeDecoder;
+pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
+pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};
