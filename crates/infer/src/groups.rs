@@ -71,7 +71,12 @@ impl SimilarityGroups {
     /// # Errors
     /// [`InferError::InvalidSetting`] for `theta` outside (−1, 1), `dim = 0`, a table whose
     /// length is not `vocab · dim`, or a non-finite entry.
-    pub fn from_embeddings(embeddings: &[f32], vocab: usize, dim: usize, theta: f32) -> Result<Self> {
+    pub fn from_embeddings(
+        embeddings: &[f32],
+        vocab: usize,
+        dim: usize,
+        theta: f32,
+    ) -> Result<Self> {
         check_theta(theta)?;
         if vocab == 0 || dim == 0 || embeddings.len() != vocab * dim {
             return Err(InferError::InvalidSetting {
@@ -90,7 +95,11 @@ impl SimilarityGroups {
         // Unit rows (a zero row stays zero and matches nothing but itself).
         let mut unit = embeddings.to_vec();
         for row in unit.chunks_exact_mut(dim) {
-            let norm = row.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt();
+            let norm = row
+                .iter()
+                .map(|v| f64::from(*v).powi(2))
+                .sum::<f64>()
+                .sqrt();
             if norm > 0.0 {
                 for v in row.iter_mut() {
                     *v = (f64::from(*v) / norm) as f32;
@@ -138,7 +147,12 @@ impl SimilarityGroups {
     ///
     /// # Errors
     /// [`InferError::InvalidSetting`] naming the array at fault (see [`Self::from_lists`]).
-    pub fn from_csr(vocab: usize, theta: f32, offsets: Vec<u32>, members: Vec<u32>) -> Result<Self> {
+    pub fn from_csr(
+        vocab: usize,
+        theta: f32,
+        offsets: Vec<u32>,
+        members: Vec<u32>,
+    ) -> Result<Self> {
         check_theta(theta)?;
         let bad = |name, value: String, expected: &str| InferError::InvalidSetting {
             name,
@@ -161,7 +175,11 @@ impl SimilarityGroups {
         let mut count = vec![0u32; vocab];
         for (k, w) in offsets.windows(2).enumerate() {
             if w[1] <= w[0] {
-                return Err(bad("offsets", format!("group {k} is empty"), "non-empty groups"));
+                return Err(bad(
+                    "offsets",
+                    format!("group {k} is empty"),
+                    "non-empty groups",
+                ));
             }
             let group = &members[w[0] as usize..w[1] as usize];
             for (i, &t) in group.iter().enumerate() {
@@ -183,7 +201,11 @@ impl SimilarityGroups {
             }
         }
         if let Some(t) = count.iter().position(|&c| c == 0) {
-            return Err(bad("members", format!("token {t} is in no group"), "every token in a group"));
+            return Err(bad(
+                "members",
+                format!("token {t} is in no group"),
+                "every token in a group",
+            ));
         }
         // Reverse index: groups of each token, in increasing group order.
         let mut token_offsets = Vec::with_capacity(vocab + 1);
@@ -287,7 +309,9 @@ impl SimilarityGroups {
 
     /// The whole coarse distribution `[M]` of a token distribution (sums to `Σ probs`).
     pub fn coarse_distribution(&self, probs: &[f32]) -> Vec<f64> {
-        (0..self.n_groups()).map(|k| self.coarse_mass(k, probs)).collect()
+        (0..self.n_groups())
+            .map(|k| self.coarse_mass(k, probs))
+            .collect()
     }
 
     /// Writes the groups to `path` as safetensors (see the module doc for the layout).
@@ -431,7 +455,10 @@ mod tests {
             let r = deg.to_radians();
             [r.cos(), r.sin()]
         };
-        [0.0, 20.0, 50.0, 90.0].iter().flat_map(|&d| angle(d)).collect()
+        [0.0, 20.0, 50.0, 90.0]
+            .iter()
+            .flat_map(|&d| angle(d))
+            .collect()
     }
 
     #[test]

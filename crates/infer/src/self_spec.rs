@@ -103,7 +103,11 @@ impl<M: LanguageModel> Decoder<M> for SelfSpeculativeDecoder {
         let extra_heads = model.n_heads().saturating_sub(1);
         if config.max_gamma > extra_heads {
             return Err(InferError::InvalidSetting {
-                name: if config.adaptive { "max_gamma" } else { "gamma" },
+                name: if config.adaptive {
+                    "max_gamma"
+                } else {
+                    "gamma"
+                },
                 value: config.max_gamma.to_string(),
                 expected: format!("at most the model's {extra_heads} extra heads"),
             });

@@ -146,7 +146,12 @@ pub(crate) fn check_sampler(sampler: &SamplerConfig) -> Result<()> {
 
 /// Runs a model call and charges its time to the sequences that take part, counting it as a
 /// target or a draft forward.
-pub(crate) fn charged<F>(sequences: &mut [Sequence], part: &[bool], draft: bool, call: F) -> Result<Logits>
+pub(crate) fn charged<F>(
+    sequences: &mut [Sequence],
+    part: &[bool],
+    draft: bool,
+    call: F,
+) -> Result<Logits>
 where
     F: FnOnce() -> Result<Logits>,
 {
@@ -279,7 +284,8 @@ where
                     }
                     let start = Instant::now();
                     let row = logits.row(b, blocks[b].len() - 1, 0);
-                    let history: Vec<u32> = seq.tokens.iter().chain(&lane.drafts).copied().collect();
+                    let history: Vec<u32> =
+                        seq.tokens.iter().chain(&lane.drafts).copied().collect();
                     let probs = sampler.distribution(row, &history, seq.banned(j));
                     let token = sample(&probs, &mut seq.rng);
                     lane.drafts.push(token);

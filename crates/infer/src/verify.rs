@@ -223,10 +223,7 @@ pub fn acceptance_probability(rule: &AcceptanceRule, p: &[f32], q: &[f32]) -> Re
         }
         AcceptanceRule::Typical { eps, delta } => {
             let threshold = typical_threshold(q.iter().map(|&v| f64::from(v)), *eps, *delta);
-            pairs
-                .filter(|&(_, q)| q > threshold)
-                .map(|(p, _)| p)
-                .sum()
+            pairs.filter(|&(_, q)| q > threshold).map(|(p, _)| p).sum()
         }
         AcceptanceRule::Groups(groups) => {
             let big_p = groups.coarse_distribution(p);
@@ -301,7 +298,7 @@ fn check_inputs<P: AsRef<[f32]>, Q: AsRef<[f32]>>(
                     detail: format!("draft token {x} at position {i} is outside vocab {vocab}"),
                 });
             }
-            Some(&px) if !(px > 0.0) => {
+            Some(&px) if px.is_nan() || px <= 0.0 => {
                 return Err(InferError::InvalidRequest {
                     detail: format!(
                         "draft token {x} at position {i} has probability {px} under its draft \
@@ -493,8 +490,8 @@ mod tests {
         // drafts 2, 1, 3; target argmaxes 2, 1, 0, then 3
         let draft: Vec<Vec<f32>> = [2, 1, 3].iter().map(|&i| one_hot(4, i)).collect();
         let target: Vec<Vec<f32>> = [2, 1, 0, 3].iter().map(|&i| one_hot(4, i)).collect();
-        let groups = SimilarityGroups::from_lists(4, 0.5, &[vec![0, 3], vec![1, 2], vec![0, 1]])
-            .unwrap();
+        let groups =
+            SimilarityGroups::from_lists(4, 0.5, &[vec![0, 3], vec![1, 2], vec![0, 1]]).unwrap();
         for rule in [
             AcceptanceRule::Exact,
             AcceptanceRule::Tolerance { beta: 0.9 },
@@ -529,9 +526,19 @@ mod tests {
     #[test]
     fn tolerance_zero_is_exact_draw_for_draw() {
         let p = vec![vec![0.5f32, 0.3, 0.2], vec![0.1, 0.1, 0.8]];
-        let q = vec![vec![0.2f32, 0.5, 0.3], vec![0.3, 0.3, 0.4], vec![0.6, 0.2, 0.2]];
+        let q = vec![
+            vec![0.2f32, 0.5, 0.3],
+            vec![0.3, 0.3, 0.4],
+            vec![0.6, 0.2, 0.2],
+        ];
         for seed in 0..200 {
-            let a = verify(&AcceptanceRule::Exact, &[0, 2], &p, &q, &mut seeded_rng(seed));
+            let a = verify(
+                &AcceptanceRule::Exact,
+                &[0, 2],
+                &p,
+                &q,
+                &mut seeded_rng(seed),
+            );
             let b = verify(
                 &AcceptanceRule::Tolerance { beta: 0.0 },
                 &[0, 2],
@@ -548,13 +555,22 @@ mod tests {
         let p = vec![vec![0.5f32, 0.5], vec![0.5, 0.5]];
         let q = vec![vec![0.5f32, 0.5], vec![0.5, 0.5]];
         let err = verify(&AcceptanceRule::Exact, &[0, 1], &p, &q, &mut seeded_rng(0)).unwrap_err();
-        assert!(err.to_string().contains("draft longer than the target"), "{err}");
+        assert!(
+            err.to_string().contains("draft longer than the target"),
+            "{err}"
+        );
         let q3 = vec![vec![0.5f32, 0.5]; 3];
         let err = verify(&AcceptanceRule::Exact, &[0, 7], &p, &q3, &mut seeded_rng(0)).unwrap_err();
         assert!(err.to_string().contains("outside vocab"), "{err}");
         let zero = vec![vec![1.0f32, 0.0], vec![0.5, 0.5]];
-        let err = verify(&AcceptanceRule::Exact, &[1, 0], &zero, &q3, &mut seeded_rng(0))
-            .unwrap_err();
+        let err = verify(
+            &AcceptanceRule::Exact,
+            &[1, 0],
+            &zero,
+            &q3,
+            &mut seeded_rng(0),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("probability 0"), "{err}");
         let err = verify(
             &AcceptanceRule::Tolerance { beta: -0.1 },
@@ -585,7 +601,13 @@ mod tests {
             SimilarityGroups::from_lists(
                 6,
                 0.5,
-                &[vec![0, 1], vec![1, 2, 3], vec![3, 4], vec![4, 5], vec![0, 5]],
+                &[
+                    vec![0, 1],
+                    vec![1, 2, 3],
+                    vec![3, 4],
+                    vec![4, 5],
+                    vec![0, 5],
+                ],
             )
             .unwrap(),
         );
@@ -626,7 +648,10 @@ mod tests {
                 .map(|(&c, &r)| (c as f64 / n as f64 - r / tv).abs())
                 .sum::<f64>()
                 / 2.0;
-            assert!(dist < 3.0 * noise, "max_trials {max_trials}: tv {dist} vs {noise}");
+            assert!(
+                dist < 3.0 * noise,
+                "max_trials {max_trials}: tv {dist} vs {noise}"
+            );
         }
     }
 }

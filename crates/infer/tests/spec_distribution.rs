@@ -133,6 +133,7 @@ fn exact_verifier_follows_the_target_at_every_position() {
         let reached: usize = c.iter().sum();
         assert!(reached >= 10_000, "position {j} reached {reached} times");
         let (d, bound) = check(c, &to_f64(&q[j]));
+        eprintln!("exact, position {j}: {reached} samples, tv {d:.5}, bound {bound:.5}");
         assert!(d < bound, "position {j}: tv {d:.5} >= bound {bound:.5}");
     }
     // The measured acceptance rate at position 0 matches 1 − TV(p_0, q_0).
@@ -150,16 +151,19 @@ fn broken_verifiers_fail_the_same_check() {
         &run(&AcceptanceRule::Tolerance { beta: 1.0 }, &p, &p, &q, 12),
         &q,
     );
+    eprintln!("tv / bound: accept-always {always:.2}");
     assert!(always > 1.0, "accept-always passed: ratio {always}");
     // Wrong draft probabilities: drafts from p, ratios computed with a uniform p.
     let uniform = vec![vec![0.125f32; 8]; 3];
     let wrong = worst_ratio(&run(&AcceptanceRule::Exact, &p, &uniform, &q, 12), &q);
+    eprintln!("tv / bound: wrong draft probabilities {wrong:.2}");
     assert!(wrong > 1.0, "wrong-p verifier passed: ratio {wrong}");
     // SSD with β > 0 is deliberately not exact either.
     let ssd = worst_ratio(
         &run(&AcceptanceRule::Tolerance { beta: 0.3 }, &p, &p, &q, 12),
         &q,
     );
+    eprintln!("tv / bound: ssd beta 0.3 {ssd:.2}");
     assert!(ssd > 1.0, "ssd β = 0.3 passed: ratio {ssd}");
 }
 
@@ -192,6 +196,7 @@ fn pcg_emits_groups_distributed_as_q_c() {
         assert_eq!(v.groups.len(), v.accepted + 1);
     }
     let (d, bound) = check(&first_group_counts(&results, g.n_groups()), &qc0);
+    eprintln!("pcg groups vs Q_c: tv {d:.5}, bound {bound:.5}");
     assert!(d < bound, "tv {d:.5} >= bound {bound:.5}");
     // Groups make acceptance easier than exact matching on this pair.
     let kept_pcg = results.iter().filter(|(_, v)| v.accepted >= 1).count();
@@ -202,11 +207,16 @@ fn pcg_emits_groups_distributed_as_q_c() {
     // Broken: the verifier is told p = q (it then accepts every group) ...
     let always = run(&rule, &p, &q[..3], &q, 21);
     let (d, bound) = check(&first_group_counts(&always, g.n_groups()), &qc0);
-    assert!(d > bound, "accept-always PCG passed: tv {d:.5}, bound {bound:.5}");
+    eprintln!("pcg accept-always: tv {d:.5}, bound {bound:.5}");
+    assert!(
+        d > bound,
+        "accept-always PCG passed: tv {d:.5}, bound {bound:.5}"
+    );
     // ... or a uniform p.
     let uniform = vec![vec![0.125f32; 8]; 3];
     let wrong = run(&rule, &p, &uniform, &q, 21);
     let (d, bound) = check(&first_group_counts(&wrong, g.n_groups()), &qc0);
+    eprintln!("pcg wrong draft probabilities: tv {d:.5}, bound {bound:.5}");
     assert!(d > bound, "wrong-p PCG passed: tv {d:.5}, bound {bound:.5}");
 }
 
@@ -226,6 +236,10 @@ fn pcg_thinning_takes_one_over_tv_trials_and_the_fallback_is_exact() {
         .collect();
     let trials: usize = rejected.iter().map(|v| v.trials).sum();
     let mean = trials as f64 / rejected.len() as f64;
+    eprintln!(
+        "pcg thinning: {mean:.3} trials per rejection, 1/TV(P_c, Q_c) = {:.3}",
+        1.0 / tv_c
+    );
     assert!(
         (mean * tv_c - 1.0).abs() < 0.05,
         "mean trials {mean}, 1/TV = {}",
@@ -237,7 +251,9 @@ fn pcg_thinning_takes_one_over_tv_trials_and_the_fallback_is_exact() {
     // residual [Q_c − P_c]_+ / TV.
     let q_near = vec![vec![0.125f32; 8], vec![0.125f32; 8]];
     // p − q = [3, −1, 1, −2, 0, 2, −2, −1] / 100: TV(P_c, Q_c) = 0.035 over three groups.
-    let p_near = vec![vec![0.155f32, 0.115, 0.135, 0.105, 0.125, 0.145, 0.105, 0.115]];
+    let p_near = vec![vec![
+        0.155f32, 0.115, 0.135, 0.105, 0.125, 0.145, 0.105, 0.115,
+    ]];
     let (pc, qc) = (
         g.coarse_distribution(&p_near[0]),
         g.coarse_distribution(&q_near[0]),
@@ -259,6 +275,7 @@ fn pcg_thinning_takes_one_over_tv_trials_and_the_fallback_is_exact() {
         }
     }
     assert!(fallbacks > 100, "only {fallbacks} fallbacks");
+    eprintln!("near pair: {fallbacks} fallbacks in {rejections} rejections");
     let (d, bound) = check(&counts, &residual);
     assert!(d < bound, "residual tv {d:.5} >= bound {bound:.5}");
 }
