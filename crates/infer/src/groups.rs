@@ -49,6 +49,40 @@ pub enum GroupsFileError {
     },
 }
 
+/// Size statistics of a set of groups (what `voxspec groups build` reports and the θ sweep
+/// of the benchmark tabulates).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupSummary {
+    /// The cosine threshold.
+    pub theta: f32,
+    /// Distinct groups `M`.
+    pub n_groups: usize,
+    /// Mean members per group.
+    pub mean_group_size: f64,
+    /// Largest group.
+    pub max_group_size: usize,
+    /// Mean groups per token, `mean N(t)`.
+    pub mean_memberships: f64,
+}
+
+/// Builds groups at each threshold of `thetas` and summarises them (a θ sweep).
+///
+/// # Errors
+/// As [`SimilarityGroups::from_embeddings`].
+pub fn sweep_theta(
+    embeddings: &[f32],
+    vocab: usize,
+    dim: usize,
+    thetas: &[f32],
+) -> Result<Vec<GroupSummary>> {
+    thetas
+        .iter()
+        .map(|&theta| {
+            SimilarityGroups::from_embeddings(embeddings, vocab, dim, theta).map(|g| g.summary())
+        })
+        .collect()
+}
+
 /// Overlapping token groups with equal-split weights, in CSR form. Immutable once built.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimilarityGroups {
@@ -298,6 +332,17 @@ impl SimilarityGroups {
         self.members.len() as f64 / self.vocab as f64
     }
 
+    /// Size statistics.
+    pub fn summary(&self) -> GroupSummary {
+        GroupSummary {
+            theta: self.theta,
+            n_groups: self.n_groups(),
+            mean_group_size: self.mean_group_size(),
+            max_group_size: self.max_group_size(),
+            mean_memberships: self.mean_memberships(),
+        }
+    }
+
     /// Coarse mass of group `k` under a token distribution: `Σ_{t ∈ G_k} probs[t] / N(t)`.
     /// Tokens past the end of `probs` count as 0.
     pub fn coarse_mass(&self, k: usize, probs: &[f32]) -> f64 {
@@ -490,6 +535,16 @@ mod tests {
         let g = SimilarityGroups::from_embeddings(&plane(), 4, 2, -0.99).unwrap();
         assert_eq!(g.n_groups(), 1);
         assert_eq!(g.members(0), &[0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn lower_thresholds_give_larger_groups() {
+        let sweep = sweep_theta(&plane(), 4, 2, &[0.95, 0.8, 0.5, -0.5]).unwrap();
+        let means: Vec<f64> = sweep.iter().map(|s| s.mean_group_size).collect();
+        assert!(means.windows(2).all(|w| w[0] <= w[1]), "{means:?}");
+        assert_eq!(sweep[0].max_group_size, 1);
+        assert_eq!(sweep[3].n_groups, 1);
+        assert!((sweep[1].mean_memberships - 2.0).abs() < 1e-12);
     }
 
     #[test]

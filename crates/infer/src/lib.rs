@@ -25,7 +25,7 @@ pub mod speculative;
 pub mod verify;
 
 pub use acceptance::{ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced};
-pub use groups::{GroupsFileError, SimilarityGroups};
+pub use groups::{GroupSummary, GroupsFileError, SimilarityGroups, sweep_theta};
 pub use self_spec::SelfSpeculativeDecoder;
 pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
 pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};

@@ -18,6 +18,7 @@ use voxspec_infer::{
 };
 
 /// `base + weight · noise`, scores of two table models on the same tokens.
+#[derive(Debug)]
 struct MixLm {
     base: TableLm,
     noise: TableLm,
@@ -231,7 +232,9 @@ fn a_batch_decodes_like_its_requests_one_by_one() {
         let batch_sd = sd.generate(&target, &requests(), &sampler).unwrap();
         let batch_ss = ss.generate(&target, &requests(), &sampler).unwrap();
         for (b, r) in requests().into_iter().enumerate() {
-            let alone = sd.generate(&target, &[r.clone()], &sampler).unwrap();
+            let alone = sd
+                .generate(&target, std::slice::from_ref(&r), &sampler)
+                .unwrap();
             assert_eq!(alone[0].tokens, batch_sd[b].tokens, "{name} sequence {b}");
             assert_eq!(alone[0].stats.accepted, batch_sd[b].stats.accepted);
             assert_eq!(alone[0].stats.drafted, batch_sd[b].stats.drafted);
