@@ -100,7 +100,8 @@ impl SimilarityGroups {
     /// `t` is always in `G(t)` (a zero row has only itself). Groups are numbered in order of the
     /// first token that spans them; members are sorted.
     ///
-    /// Cost `O(V² D)`: 2 s or so for `V = 4096, D = 512` on one core.
+    /// Cost `O(V² D)` on one core: measured 0.13 s for `V = 1024, D = 256` and 2.6 s for
+    /// `V = 4096, D = 512` here; a 65k vocabulary would need a blocked or parallel search.
     ///
     /// # Errors
     /// [`InferError::InvalidSetting`] for `theta` outside (−1, 1), `dim = 0`, a table whose

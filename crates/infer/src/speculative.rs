@@ -371,3 +371,55 @@ where
         Ok(sequences.into_iter().map(Sequence::finish).collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_gamma_grows_by_two_and_shrinks_by_one() {
+        let config = SpeculativeConfig::new(2, AcceptanceRule::Exact).with_adaptive(5);
+        assert_eq!(config.next_gamma(2, 2, 2), 4);
+        assert_eq!(config.next_gamma(4, 4, 4), 5, "capped at max_gamma");
+        assert_eq!(config.next_gamma(4, 4, 1), 3);
+        assert_eq!(config.next_gamma(1, 1, 0), 1, "floor 1");
+        // a step that drafted nothing (last token of a sequence) leaves γ alone
+        assert_eq!(config.next_gamma(3, 0, 0), 3);
+        let fixed = SpeculativeConfig::new(3, AcceptanceRule::Exact);
+        assert_eq!(fixed.next_gamma(3, 3, 3), 3);
+        assert_eq!(fixed.next_gamma(3, 3, 0), 3);
+        assert_eq!(config.name(), "sd+adaptive");
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let err = SpeculativeConfig::new(0, AcceptanceRule::Exact)
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            InferError::InvalidSetting { name: "gamma", .. }
+        ));
+        let err = SpeculativeConfig::new(4, AcceptanceRule::Exact)
+            .with_adaptive(2)
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            InferError::InvalidSetting {
+                name: "max_gamma",
+                ..
+            }
+        ));
+        let err = SpeculativeConfig::new(
+            2,
+            AcceptanceRule::Typical {
+                eps: 0.0,
+                delta: 0.3,
+            },
+        )
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("eps"), "{err}");
+    }
+}

@@ -248,6 +248,10 @@ fn a_batch_decodes_like_its_requests_one_by_one() {
                 "self-{name} sequence {b}"
             );
         }
+        if name.starts_with("pcg") {
+            let trials: usize = batch_sd.iter().map(|g| g.stats.thinning_trials).sum();
+            assert!(trials > 0, "{name}: the residual sampler never ran");
+        }
         // Limits hold: min_tokens masks EOS, max_tokens caps.
         for (g, r) in batch_sd.iter().zip(requests()) {
             assert!(g.tokens.len() <= r.limits.max_tokens);
