@@ -17,22 +17,37 @@ use voxspec_infer::{
     SpeculativeDecoder, TableCache, TableLm, TableLmConfig,
 };
 
-/// `base + weight · noise`, scores of two table models on the same tokens.
+/// `base + weight · noise`, scores of two table models on the same tokens, plus
+/// `positional · sin(0.7 · L · (v + 1))` on token `v` after a history of `L` tokens, which makes
+/// the scores depend on the absolute position (so a cache rolled back to the wrong length shows).
 #[derive(Debug)]
 struct MixLm {
     base: TableLm,
     noise: TableLm,
     weight: f32,
+    positional: f32,
 }
 
 impl MixLm {
-    fn mix(&self, a: Logits, b: Logits) -> voxspec_infer::Result<Logits> {
-        let data = a
+    /// Mixes `a` and `b`; row `i` of sequence `s` follows a history of `lengths[s] + i` tokens.
+    fn mix(&self, a: Logits, b: Logits, lengths: &[usize]) -> voxspec_infer::Result<Logits> {
+        let [_, positions, heads, vocab] = a.shape();
+        let mut data: Vec<f32> = a
             .as_slice()
             .iter()
             .zip(b.as_slice())
             .map(|(x, y)| x + self.weight * y)
             .collect();
+        if self.positional != 0.0 {
+            // [batch, positions, heads, vocab]
+            for (i, row) in data.chunks_exact_mut(vocab).enumerate() {
+                let (s, pos) = (i / (positions * heads), (i / heads) % positions);
+                let len = (lengths[s] + pos) as f32;
+                for (v, x) in row.iter_mut().enumerate() {
+                    *x += self.positional * (0.7 * len * (v + 1) as f32).sin();
+                }
+            }
+        }
         Logits::new(data, a.shape())
     }
 }
@@ -67,7 +82,8 @@ impl LanguageModel for MixLm {
     ) -> voxspec_infer::Result<Logits> {
         let a = self.base.prefill(&mut cache.0, prompts, request)?;
         let b = self.noise.prefill(&mut cache.1, prompts, request)?;
-        self.mix(a, b)
+        let lengths: Vec<usize> = prompts.iter().map(Vec::len).collect();
+        self.mix(a, b, &lengths)
     }
     fn extend(
         &self,
@@ -75,9 +91,21 @@ impl LanguageModel for MixLm {
         blocks: &[Vec<u32>],
         request: LogitsRequest,
     ) -> voxspec_infer::Result<Logits> {
+        let lengths: Vec<usize> = blocks
+            .iter()
+            .enumerate()
+            .map(|(s, block)| {
+                let before = self.base.cache_len(&cache.0, s);
+                if request.last_only {
+                    before + block.len()
+                } else {
+                    before + 1
+                }
+            })
+            .collect();
         let a = self.base.extend(&mut cache.0, blocks, request)?;
         let b = self.noise.extend(&mut cache.1, blocks, request)?;
-        self.mix(a, b)
+        self.mix(a, b, &lengths)
     }
     fn cache_len(&self, cache: &Self::Cache, b: usize) -> usize {
         self.base.cache_len(&cache.0, b)
@@ -111,6 +139,7 @@ fn draft_of(config: TableLmConfig, weight: f32) -> MixLm {
         base: config.clone().init().unwrap(),
         noise: config.with_seed(seed + 1000).init().unwrap(),
         weight,
+        positional: 0.0,
     }
 }
 
@@ -193,6 +222,40 @@ fn greedy_speculation_equals_greedy_ar_for_every_rule() {
         let mut ss = SelfSpeculativeDecoder::new(config).unwrap();
         let out = ss.generate(&target, &requests(), &greedy).unwrap();
         assert_eq!(tokens(&out), tokens(&reference), "self-{name}");
+    }
+}
+
+#[test]
+fn a_draft_equal_to_the_target_is_always_accepted() {
+    // Scores depend on the absolute position: any misalignment of the draft's cache after a
+    // rollback shows up as rejections.
+    let positional = || MixLm {
+        positional: 1.0,
+        ..draft_of(target_config(), 0.0)
+    };
+    let target = positional();
+    let noiseless = target_config().with_head_noise(0.0).init().unwrap();
+    let sampler = SamplerConfig {
+        temperature: 0.8,
+        ..SamplerConfig::default()
+    };
+    for config in [
+        SpeculativeConfig::new(3, AcceptanceRule::Exact),
+        SpeculativeConfig::new(1, AcceptanceRule::Exact).with_adaptive(3),
+    ] {
+        let mut sd = SpeculativeDecoder::new(positional(), config.clone()).unwrap();
+        for s in [SamplerConfig::greedy(), sampler] {
+            for g in sd.generate(&target, &requests(), &s).unwrap() {
+                assert_eq!(g.stats.accepted, g.stats.drafted, "{:?}", g.stats);
+            }
+        }
+        let mut ss = SelfSpeculativeDecoder::new(config).unwrap();
+        let out = ss
+            .generate(&noiseless, &requests(), &SamplerConfig::greedy())
+            .unwrap();
+        for g in out {
+            assert_eq!(g.stats.accepted, g.stats.drafted, "self: {:?}", g.stats);
+        }
     }
 }
 
