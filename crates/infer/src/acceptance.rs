@@ -9,7 +9,8 @@
 //!
 //! [`teacher_forced`] scores sequences with both models (one prefill and one extend each) and
 //! feeds every position's pair of distributions, warped by the same [`SamplerConfig`] a decoder
-//! would use, to an [`OfflineAcceptance`].
+//! would use, to one [`OfflineAcceptance`] per rule; [`teacher_forced_head`] does the same for
+//! an MTP head drafting for its own model's next-token head (self-speculation).
 
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, LogitsRequest};
@@ -111,8 +112,9 @@ pub struct ForcedSequence<P> {
 }
 
 /// Scores `sequences` with `target` and `draft` (teacher forcing: one prefill and one extend
-/// per model and sequence) and adds every position to `acc`. Both distributions at position
-/// `t` come from `sampler.distribution(logits, tokens[..t], None)`.
+/// per model and sequence) and adds every position to each accumulator of `accs` (one per
+/// rule, sharing the forwards). Both distributions at position `t` come from
+/// `sampler.distribution(logits, tokens[..t], None)`.
 ///
 /// # Errors
 /// [`InferError::ModelMismatch`] for different vocabularies, [`InferError::InvalidRequest`]
@@ -122,7 +124,7 @@ pub fn teacher_forced<M, D>(
     draft: &D,
     sequences: &[ForcedSequence<M::Prompt>],
     sampler: &SamplerConfig,
-    acc: &mut OfflineAcceptance,
+    accs: &mut [OfflineAcceptance],
 ) -> Result<()>
 where
     M: LanguageModel,
@@ -135,48 +137,112 @@ where
             draft: draft.vocab_size().to_string(),
         });
     }
-    sampler.validate()?;
-    acc.rule.validate(Some(target.vocab_size()))?;
+    check(target, sampler, accs)?;
     for (i, seq) in sequences.iter().enumerate() {
-        if seq.tokens.is_empty() {
-            return Err(InferError::InvalidRequest {
-                detail: format!("teacher-forced sequence {i} has no tokens"),
-            });
-        }
-        let rows_t = forced_rows(target, &seq.prompt, &seq.tokens)?;
-        let rows_d = forced_rows(draft, &seq.prompt, &seq.tokens)?;
+        let rows_t = forced_rows(target, seq, i, 1)?;
+        let rows_d = forced_rows(draft, seq, i, 1)?;
         for (t, (q, p)) in rows_t.iter().zip(&rows_d).enumerate() {
             let history = &seq.tokens[..t];
             let q = sampler.distribution(q, history, None);
             let p = sampler.distribution(p, history, None);
-            acc.add(&p, &q)?;
+            for acc in accs.iter_mut() {
+                acc.add(&p, &q)?;
+            }
         }
     }
     Ok(())
 }
 
-/// Head-0 logits before each token of `tokens`: the prefill's row, then the extend's rows for
-/// all but the last token.
+/// Offline acceptance of MTP head `head` (≥ 1) as the drafter of self-speculation: at every
+/// position `t ≥ head` of each continuation, the draft law is head `head` at the position
+/// `head` tokens earlier and the target law is head 0 just before token `t`. One prefill and
+/// one extend per sequence.
+///
+/// # Errors
+/// [`InferError::InvalidSetting`] when `head` is 0 or not below `model.n_heads()`;
+/// [`InferError::InvalidRequest`] for an empty continuation; model errors.
+pub fn teacher_forced_head<M: LanguageModel>(
+    model: &M,
+    head: usize,
+    sequences: &[ForcedSequence<M::Prompt>],
+    sampler: &SamplerConfig,
+    accs: &mut [OfflineAcceptance],
+) -> Result<()> {
+    if head == 0 || head >= model.n_heads() {
+        return Err(InferError::InvalidSetting {
+            name: "head",
+            value: head.to_string(),
+            expected: format!("an extra head, 1..{}", model.n_heads()),
+        });
+    }
+    check(model, sampler, accs)?;
+    let vocab = model.vocab_size();
+    for (i, seq) in sequences.iter().enumerate() {
+        let rows = forced_rows(model, seq, i, head + 1)?;
+        for t in head..rows.len() {
+            let history = &seq.tokens[..t];
+            let q = sampler.distribution(&rows[t][..vocab], history, None);
+            let drafted = &rows[t - head][head * vocab..(head + 1) * vocab];
+            let p = sampler.distribution(drafted, history, None);
+            for acc in accs.iter_mut() {
+                acc.add(&p, &q)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check<M: LanguageModel>(
+    model: &M,
+    sampler: &SamplerConfig,
+    accs: &[OfflineAcceptance],
+) -> Result<()> {
+    sampler.validate()?;
+    accs.iter()
+        .try_for_each(|acc| acc.rule.validate(Some(model.vocab_size())))
+}
+
+/// Logits of the first `heads` heads (`[heads · vocab]` per row) before each token of the
+/// continuation: the prefill's row, then the extend's rows for all but the last token.
 fn forced_rows<M: LanguageModel>(
     model: &M,
-    prompt: &M::Prompt,
-    tokens: &[u32],
+    seq: &ForcedSequence<M::Prompt>,
+    index: usize,
+    heads: usize,
 ) -> Result<Vec<Vec<f32>>> {
-    let capacity = model.prompt_len(prompt) + tokens.len();
+    let tokens = &seq.tokens;
+    if tokens.is_empty() {
+        return Err(InferError::InvalidRequest {
+            detail: format!("teacher-forced sequence {index} has no tokens"),
+        });
+    }
+    let vocab = model.vocab_size();
+    let capacity = model.prompt_len(&seq.prompt) + tokens.len();
     let mut cache = model.new_cache(1, capacity)?;
     let first = model.prefill(
         &mut cache,
-        std::slice::from_ref(prompt),
-        LogitsRequest::heads_at_last(1),
+        std::slice::from_ref(&seq.prompt),
+        LogitsRequest::heads_at_last(heads),
     )?;
-    let mut rows = vec![first.row(0, 0, 0).to_vec()];
+    let row = |logits: &crate::lm::Logits, pos: usize| -> Vec<f32> {
+        (0..heads)
+            .flat_map(|h| logits.row(0, pos, h).iter().copied())
+            .collect()
+    };
+    let mut rows = Vec::with_capacity(tokens.len());
+    rows.push(row(&first, 0));
     if tokens.len() > 1 {
         let block = vec![tokens[..tokens.len() - 1].to_vec()];
-        let logits = model.extend(&mut cache, &block, LogitsRequest::next_token())?;
+        let request = LogitsRequest {
+            heads,
+            last_only: false,
+        };
+        let logits = model.extend(&mut cache, &block, request)?;
         for pos in 0..tokens.len() - 1 {
-            rows.push(logits.row(0, pos, 0).to_vec());
+            rows.push(row(&logits, pos));
         }
     }
+    debug_assert!(rows.iter().all(|r| r.len() == heads * vocab));
     Ok(rows)
 }
 

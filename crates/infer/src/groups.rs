@@ -465,6 +465,50 @@ impl SimilarityGroups {
     }
 }
 
+/// Reads an embedding table (F32, `[vocab, dim]`) named `tensor` from a safetensors file, e.g.
+/// the target's token embedding in a checkpoint's `model.safetensors`. Returns
+/// `(values, vocab, dim)` ready for [`SimilarityGroups::from_embeddings`].
+///
+/// # Errors
+/// [`GroupsFileError::Io`] when unreadable; [`GroupsFileError::Format`] naming the tensor when
+/// it is missing, not F32 or not of rank 2 (the available names are listed when missing).
+pub fn read_embedding_table(
+    path: &Path,
+    tensor: &str,
+) -> std::result::Result<(Vec<f32>, usize, usize), GroupsFileError> {
+    let bytes = std::fs::read(path).map_err(|source| GroupsFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let format_err = |detail: String| GroupsFileError::Format {
+        path: path.to_path_buf(),
+        detail,
+    };
+    let tensors = SafeTensors::deserialize(&bytes)
+        .map_err(|e| format_err(format!("not a safetensors file: {e}")))?;
+    let view = tensors.tensor(tensor).map_err(|_| {
+        let mut names = tensors.names();
+        names.sort_unstable();
+        format_err(format!(
+            "no tensor `{tensor}` (tensors: {})",
+            names.join(", ")
+        ))
+    })?;
+    match (view.dtype(), view.shape()) {
+        (Dtype::F32, &[vocab, dim]) if vocab > 0 && dim > 0 => {
+            let values = view
+                .data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            Ok((values, vocab, dim))
+        }
+        (dtype, shape) => Err(format_err(format!(
+            "tensor `{tensor}` is {dtype:?} {shape:?}, expected F32 [vocab, dim]"
+        ))),
+    }
+}
+
 fn check_theta(theta: f32) -> Result<()> {
     if theta > -1.0 && theta < 1.0 {
         Ok(())
@@ -577,6 +621,29 @@ mod tests {
         assert!(err.to_string().contains("token 5"), "{err}");
         let err = SimilarityGroups::from_csr(2, 0.5, vec![0, 1, 1, 2], vec![0, 1]).unwrap_err();
         assert!(err.to_string().contains("group 1 is empty"), "{err}");
+    }
+
+    #[test]
+    fn embedding_tables_are_read_from_safetensors() {
+        let dir = std::env::temp_dir().join(format!("voxspec-emb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("model.safetensors");
+        let table = plane();
+        let bytes: Vec<u8> = table.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let view = TensorView::new(Dtype::F32, vec![4, 2], &bytes).unwrap();
+        let odd = TensorView::new(Dtype::F32, vec![8], &bytes).unwrap();
+        let file = safetensors::serialize([("embed.weight", view), ("flat", odd)], None).unwrap();
+        std::fs::write(&path, file).unwrap();
+        let (values, vocab, dim) = read_embedding_table(&path, "embed.weight").unwrap();
+        assert_eq!((values.as_slice(), vocab, dim), (table.as_slice(), 4, 2));
+        let err = read_embedding_table(&path, "flat").unwrap_err();
+        assert!(
+            err.to_string().contains("expected F32 [vocab, dim]"),
+            "{err}"
+        );
+        let err = read_embedding_table(&path, "missing").unwrap_err();
+        assert!(err.to_string().contains("embed.weight, flat"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -24,8 +24,13 @@ pub mod self_spec;
 pub mod speculative;
 pub mod verify;
 
-pub use acceptance::{ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced};
-pub use groups::{GroupSummary, GroupsFileError, SimilarityGroups, sweep_theta};
+pub use acceptance::{
+    ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced,
+    teacher_forced_head,
+};
+pub use groups::{
+    GroupSummary, GroupsFileError, SimilarityGroups, read_embedding_table, sweep_theta,
+};
 pub use self_spec::SelfSpeculativeDecoder;
 pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
 pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};

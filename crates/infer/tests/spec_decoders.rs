@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use rand::Rng;
-use voxspec_infer::acceptance::{ForcedSequence, OfflineAcceptance, teacher_forced};
+use voxspec_infer::acceptance::{
+    ForcedSequence, OfflineAcceptance, teacher_forced, teacher_forced_head,
+};
 use voxspec_infer::ar::ArDecoder;
 use voxspec_infer::sampler::{seeded_rng, softmax};
 use voxspec_infer::{
@@ -420,12 +422,16 @@ fn offline_acceptance_predicts_the_measured_rate() {
             tokens: g.tokens.clone(),
         })
         .collect();
-    for rule in [
+    let rules = [
         AcceptanceRule::Exact,
         AcceptanceRule::Tolerance { beta: 0.3 },
-    ] {
-        let mut acc = OfflineAcceptance::new(rule.clone()).unwrap();
-        teacher_forced(&target, &draft, &forced, &sampler, &mut acc).unwrap();
+    ];
+    let mut accs: Vec<OfflineAcceptance> = rules
+        .iter()
+        .map(|r| OfflineAcceptance::new(r.clone()).unwrap())
+        .collect();
+    teacher_forced(&target, &draft, &forced, &sampler, &mut accs).unwrap();
+    for (rule, acc) in rules.iter().zip(&accs) {
         assert_eq!(acc.positions(), 40 * 50);
         let alpha = acc.mean_alpha().unwrap();
         let mut sd = SpeculativeDecoder::new(
@@ -443,10 +449,59 @@ fn offline_acceptance_predicts_the_measured_rate() {
         );
         assert!((alpha - measured).abs() < 0.05, "{alpha} vs {measured}");
     }
-    let mut same = OfflineAcceptance::new(AcceptanceRule::Exact).unwrap();
+    assert!(accs[1].mean_alpha() > accs[0].mean_alpha());
+    let mut same = [OfflineAcceptance::new(AcceptanceRule::Exact).unwrap()];
     teacher_forced(&target, &target, &forced, &sampler, &mut same).unwrap();
-    assert!((same.mean_alpha().unwrap() - 1.0).abs() < 1e-6);
-    assert!((same.expected_tokens_per_step(3).unwrap() - 4.0).abs() < 1e-6);
+    assert!((same[0].mean_alpha().unwrap() - 1.0).abs() < 1e-6);
+    assert!((same[0].expected_tokens_per_step(3).unwrap() - 4.0).abs() < 1e-6);
+}
+
+#[test]
+fn offline_head_acceptance_predicts_self_speculation() {
+    let greedy = SamplerConfig::greedy();
+    let reqs: Vec<_> = (0..30u32)
+        .map(|i| request(vec![i % 20, 5], 0, 40, u64::from(i)))
+        .collect();
+    let forced = |model: &TableLm| -> Vec<ForcedSequence<Vec<u32>>> {
+        let out = ArDecoder.generate(model, &reqs, &greedy).unwrap();
+        reqs.iter()
+            .zip(out)
+            .map(|(r, g)| ForcedSequence {
+                prompt: r.prompt.clone(),
+                tokens: g.tokens,
+            })
+            .collect()
+    };
+    // Noiseless heads follow the greedy chain: at temperature 0 every draft is right.
+    let exact = target_config()
+        .with_eos(None)
+        .with_head_noise(0.0)
+        .init()
+        .unwrap();
+    let mut acc = [OfflineAcceptance::new(AcceptanceRule::Exact).unwrap()];
+    teacher_forced_head(&exact, 2, &forced(&exact), &greedy, &mut acc).unwrap();
+    assert_eq!(acc[0].positions(), 30 * 38);
+    assert!((acc[0].mean_alpha().unwrap() - 1.0).abs() < 1e-9);
+    // Noisy heads: head 1's offline α is what one-draft self-speculation measures.
+    let noisy = target_config()
+        .with_eos(None)
+        .with_head_noise(3.0)
+        .init()
+        .unwrap();
+    let mut acc = [OfflineAcceptance::new(AcceptanceRule::Exact).unwrap()];
+    teacher_forced_head(&noisy, 1, &forced(&noisy), &greedy, &mut acc).unwrap();
+    let alpha = acc[0].mean_alpha().unwrap();
+    let mut ss =
+        SelfSpeculativeDecoder::new(SpeculativeConfig::new(1, AcceptanceRule::Exact)).unwrap();
+    let out = ss.generate(&noisy, &reqs, &greedy).unwrap();
+    let drafted: usize = out.iter().map(|g| g.stats.drafted).sum();
+    let accepted: usize = out.iter().map(|g| g.stats.accepted).sum();
+    let measured = accepted as f64 / drafted as f64;
+    eprintln!("head 1: offline alpha {alpha:.3}, measured {measured:.3}");
+    assert!(alpha > 0.1 && alpha < 0.9, "{alpha}");
+    assert!((alpha - measured).abs() < 0.1, "{alpha} vs {measured}");
+    let err = teacher_forced_head(&noisy, 4, &forced(&noisy), &greedy, &mut acc).unwrap_err();
+    assert!(err.to_string().contains("head"), "{err}");
 }
 
 #[test]
