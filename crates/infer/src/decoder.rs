@@ -2,11 +2,13 @@
 //! speculative with any acceptance rule, self-speculative MTP) generates through it, so the CLI,
 //! the synthesis pipeline and the benchmark treat them alike.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
 
 use crate::error::{InferError, Result};
-use crate::lm::LanguageModel;
-use crate::sampler::SamplerConfig;
+use crate::lm::{LanguageModel, Logits};
+use crate::sampler::{SamplerConfig, seeded_rng};
 
 /// How long a generation may run. TTS callers bound these by the text length (CosyVoice uses
 /// 2x and 20x the text tokens as minimum and maximum).
@@ -149,4 +151,149 @@ pub trait Decoder<M: LanguageModel> {
         requests: &[Request<M::Prompt>],
         sampler: &SamplerConfig,
     ) -> Result<Vec<Generation>>;
+}
+
+/// Checks a batch before decoding: at least one request, valid limits and sampler settings.
+///
+/// # Errors
+/// [`InferError::InvalidRequest`] for an empty batch (or a bad request, naming its index);
+/// [`InferError::InvalidSetting`] for the sampler.
+pub fn check_batch<P>(requests: &[Request<P>], sampler: &SamplerConfig) -> Result<()> {
+    if requests.is_empty() {
+        return Err(InferError::InvalidRequest {
+            detail: "empty batch: no request to generate".into(),
+        });
+    }
+    sampler.validate()?;
+    for (b, request) in requests.iter().enumerate() {
+        request
+            .limits
+            .validate()
+            .map_err(|e| InferError::InvalidRequest {
+                detail: format!("request {b}: {e}"),
+            })?;
+    }
+    Ok(())
+}
+
+/// Cache capacity a batch needs: the longest `prompt + max_tokens`, plus `lookahead`
+/// positions a decoder may write past the last kept token (speculation).
+pub fn cache_capacity<M: LanguageModel>(
+    model: &M,
+    requests: &[Request<M::Prompt>],
+    lookahead: usize,
+) -> usize {
+    requests
+        .iter()
+        .map(|r| model.prompt_len(&r.prompt) + r.limits.max_tokens + lookahead)
+        .max()
+        .unwrap_or(lookahead)
+}
+
+/// Decoding state of one sequence of a batch: its tokens, its own random stream, its counters
+/// and whether it has stopped. Decoders keep one per request so that a batch decodes each
+/// sequence exactly as it would alone.
+#[derive(Debug, Clone)]
+pub struct Sequence {
+    /// Tokens generated so far (end-of-sequence excluded).
+    pub tokens: Vec<u32>,
+    /// This sequence's random stream (`seeded_rng(request.seed)`).
+    pub rng: StdRng,
+    /// Counters so far.
+    pub stats: DecodeStats,
+    /// `Some` once the sequence has ended.
+    pub stop: Option<StopReason>,
+    limits: Limits,
+    eos: Option<u32>,
+}
+
+impl Sequence {
+    /// A fresh sequence for `request` of a model whose end-of-sequence token is `eos`.
+    pub fn new<P>(request: &Request<P>, eos: Option<u32>) -> Self {
+        Self {
+            tokens: Vec::with_capacity(request.limits.max_tokens),
+            rng: seeded_rng(request.seed),
+            stats: DecodeStats::default(),
+            stop: None,
+            limits: request.limits,
+            eos,
+        }
+    }
+
+    /// One [`Sequence`] per request.
+    pub fn for_batch<P>(requests: &[Request<P>], eos: Option<u32>) -> Vec<Self> {
+        requests.iter().map(|r| Self::new(r, eos)).collect()
+    }
+
+    /// Whether the sequence is still generating.
+    pub fn is_active(&self) -> bool {
+        self.stop.is_none()
+    }
+
+    /// Tokens it may still emit before `max_tokens`.
+    pub fn remaining(&self) -> usize {
+        self.limits.max_tokens.saturating_sub(self.tokens.len())
+    }
+
+    /// The token banned `ahead` positions after the current end: end-of-sequence while the
+    /// sequence would still be shorter than `min_tokens`.
+    pub fn banned(&self, ahead: usize) -> Option<u32> {
+        self.eos
+            .filter(|_| self.tokens.len() + ahead < self.limits.min_tokens)
+    }
+
+    /// Appends a token: end-of-sequence stops the sequence (and is not kept), as does reaching
+    /// `max_tokens`. Returns whether the token was kept; pushing onto a stopped sequence keeps
+    /// nothing.
+    pub fn push(&mut self, token: u32) -> bool {
+        if self.stop.is_some() {
+            return false;
+        }
+        if Some(token) == self.eos {
+            self.stop = Some(StopReason::Eos);
+            return false;
+        }
+        self.tokens.push(token);
+        if self.tokens.len() >= self.limits.max_tokens {
+            self.stop = Some(StopReason::MaxTokens);
+        }
+        true
+    }
+
+    /// Records a target-model call this sequence took part in.
+    pub fn count_target_call(&mut self, elapsed: Duration) {
+        self.stats.target_forwards += 1;
+        self.stats.model_time += elapsed;
+    }
+
+    /// The finished generation (a sequence still active reports `MaxTokens`).
+    pub fn finish(self) -> Generation {
+        Generation {
+            tokens: self.tokens,
+            stop: self.stop.unwrap_or(StopReason::MaxTokens),
+            stats: self.stats,
+        }
+    }
+}
+
+/// Runs `call` (a model call) and charges its wall time to every sequence for which `takes_part`
+/// is true.
+///
+/// # Errors
+/// Whatever `call` returns.
+pub fn timed_call<F>(sequences: &mut [Sequence], takes_part: &[bool], call: F) -> Result<Logits>
+where
+    F: FnOnce() -> Result<Logits>,
+{
+    let start = Instant::now();
+    let logits = call()?;
+    let elapsed = start.elapsed();
+    for (seq, _) in sequences
+        .iter_mut()
+        .zip(takes_part)
+        .filter(|(_, part)| **part)
+    {
+        seq.count_target_call(elapsed);
+    }
+    Ok(logits)
 }

@@ -37,6 +37,14 @@ pub enum InferError {
         /// What is wrong, with the values involved.
         detail: String,
     },
+    /// A file (transition statistics, ...) cannot be read, written or understood.
+    #[error("{path}: {detail}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong with it (the tensor, field or value at fault).
+        detail: String,
+    },
     /// The model behind a [`crate::LanguageModel`] failed.
     #[error("model error: {0}")]
     Model(String),

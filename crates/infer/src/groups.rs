@@ -17,7 +17,7 @@
 //! `format = voxspec-groups`, `version = 1`, `vocab`, `theta`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
@@ -27,27 +27,6 @@ use crate::error::{InferError, Result};
 pub const GROUPS_FORMAT: &str = "voxspec-groups";
 /// Value of the `version` metadata key of a groups file.
 pub const GROUPS_VERSION: &str = "1";
-
-/// Reading or writing a groups file failed.
-#[derive(Debug, thiserror::Error)]
-pub enum GroupsFileError {
-    /// The file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The file is not a valid groups file.
-    #[error("{path}: {detail}")]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong (tensor, dtype, shape or metadata key).
-        detail: String,
-    },
-}
 
 /// Size statistics of a set of groups (what `voxspec groups build` reports and the θ sweep
 /// of the benchmark tabulates).
@@ -363,10 +342,10 @@ impl SimilarityGroups {
     /// Writes the groups to `path` as safetensors (see the module doc for the layout).
     ///
     /// # Errors
-    /// [`GroupsFileError::Io`] when the file cannot be written.
-    pub fn save(&self, path: &Path) -> std::result::Result<(), GroupsFileError> {
-        let format_err = |detail: String| GroupsFileError::Format {
-            path: path.to_path_buf(),
+    /// [`InferError::File`] when the file cannot be written.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let format_err = |detail: String| InferError::File {
+            path: path.display().to_string(),
             detail,
         };
         let offsets: Vec<u8> = self.offsets.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -394,24 +373,24 @@ impl SimilarityGroups {
         .collect();
         let bytes =
             safetensors::serialize(views, Some(metadata)).map_err(|e| format_err(e.to_string()))?;
-        std::fs::write(path, bytes).map_err(|source| GroupsFileError::Io {
-            path: path.to_path_buf(),
-            source,
+        std::fs::write(path, bytes).map_err(|e| InferError::File {
+            path: path.display().to_string(),
+            detail: format!("cannot write: {e}"),
         })
     }
 
     /// Reads groups written by [`Self::save`].
     ///
     /// # Errors
-    /// [`GroupsFileError::Io`] when unreadable; [`GroupsFileError::Format`] naming the tensor or
-    /// metadata key that is missing or wrong, or the CSR check that failed.
-    pub fn load(path: &Path) -> std::result::Result<Self, GroupsFileError> {
-        let bytes = std::fs::read(path).map_err(|source| GroupsFileError::Io {
-            path: path.to_path_buf(),
-            source,
+    /// [`InferError::File`] naming the path and what is unreadable, missing or wrong (tensor,
+    /// metadata key, or the CSR check that failed).
+    pub fn load(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|e| InferError::File {
+            path: path.display().to_string(),
+            detail: format!("cannot read: {e}"),
         })?;
-        let format_err = |detail: String| GroupsFileError::Format {
-            path: path.to_path_buf(),
+        let format_err = |detail: String| InferError::File {
+            path: path.display().to_string(),
             detail,
         };
         let (_, header) = SafeTensors::read_metadata(&bytes)
@@ -442,7 +421,7 @@ impl SimilarityGroups {
         let theta: f32 = key("theta")?
             .parse()
             .map_err(|e| format_err(format!("metadata theta: {e}")))?;
-        let read = |name: &str| -> std::result::Result<Vec<u32>, GroupsFileError> {
+        let read = |name: &str| -> Result<Vec<u32>> {
             let view = tensors
                 .tensor(name)
                 .map_err(|_| format_err(format!("tensor `{name}` missing")))?;
@@ -470,18 +449,15 @@ impl SimilarityGroups {
 /// `(values, vocab, dim)` ready for [`SimilarityGroups::from_embeddings`].
 ///
 /// # Errors
-/// [`GroupsFileError::Io`] when unreadable; [`GroupsFileError::Format`] naming the tensor when
-/// it is missing, not F32 or not of rank 2 (the available names are listed when missing).
-pub fn read_embedding_table(
-    path: &Path,
-    tensor: &str,
-) -> std::result::Result<(Vec<f32>, usize, usize), GroupsFileError> {
-    let bytes = std::fs::read(path).map_err(|source| GroupsFileError::Io {
-        path: path.to_path_buf(),
-        source,
+/// [`InferError::File`] when unreadable, or naming the tensor when it is missing, not F32 or not
+/// of rank 2 (the available names are listed when missing).
+pub fn read_embedding_table(path: &Path, tensor: &str) -> Result<(Vec<f32>, usize, usize)> {
+    let bytes = std::fs::read(path).map_err(|e| InferError::File {
+        path: path.display().to_string(),
+        detail: format!("cannot read: {e}"),
     })?;
-    let format_err = |detail: String| GroupsFileError::Format {
-        path: path.to_path_buf(),
+    let format_err = |detail: String| InferError::File {
+        path: path.display().to_string(),
         detail,
     };
     let tensors = SafeTensors::deserialize(&bytes)

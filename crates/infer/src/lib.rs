@@ -7,16 +7,33 @@
 //!   lives in its own module.
 //! - [`sampler`]: temperature, top-k, top-p, repetition penalty, repetition-aware sampling,
 //!   seeded per sequence.
+//! - Decoders: [`ArDecoder`] (one token per forward), [`MtpDecoder`] (k heads per forward, each
+//!   sampled on its own or the block chosen by [`viterbi`] path selection over [`Transitions`]).
+//! - [`TableLm`]: a deterministic toy model for tests and overhead measurements.
+//! - Speculation: [`verify`] applies any [`AcceptanceRule`] (exact, SSD tolerance, PCG groups
+//!   over [`SimilarityGroups`], Medusa typical) to drafted tokens; [`SpeculativeDecoder`] drafts
+//!   with a second model, [`SelfSpeculativeDecoder`] with the model's own MTP heads;
+//!   [`acceptance`] estimates acceptance offline from teacher-forced distributions.
 
+pub mod ar;
 pub mod decoder;
 pub mod error;
 pub mod lm;
+pub mod mtp;
 pub mod sampler;
+pub mod toy;
+pub mod transitions;
+pub mod viterbi;
 
-pub use decoder::{DecodeStats, Decoder, Generation, Limits, Request, StopReason};
+pub use ar::ArDecoder;
+pub use decoder::{DecodeStats, Decoder, Generation, Limits, Request, Sequence, StopReason};
 pub use error::{InferError, Result};
-pub use lm::{LanguageModel, Logits, LogitsRequest};
+pub use lm::{LanguageModel, Logits, LogitsRequest, check_blocks};
+pub use mtp::MtpDecoder;
 pub use sampler::{RasConfig, SamplerConfig};
+pub use toy::{TableCache, TableLm, TableLmConfig};
+pub use transitions::{TransitionCounts, Transitions, TransitionsConfig};
+pub use viterbi::{Viterbi, ViterbiConfig, ViterbiPath};
 
 pub mod acceptance;
 pub mod groups;
@@ -28,9 +45,7 @@ pub use acceptance::{
     ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced,
     teacher_forced_head,
 };
-pub use groups::{
-    GroupSummary, GroupsFileError, SimilarityGroups, read_embedding_table, sweep_theta,
-};
+pub use groups::{GroupSummary, SimilarityGroups, read_embedding_table, sweep_theta};
 pub use self_spec::SelfSpeculativeDecoder;
 pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
 pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};

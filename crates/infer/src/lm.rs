@@ -41,6 +41,19 @@ impl LogitsRequest {
             last_only: true,
         }
     }
+
+    /// Checks `1 ≤ heads ≤ n_heads` for a model with `n_heads` heads.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidRequest`] naming both numbers.
+    pub fn check(&self, n_heads: usize) -> Result<()> {
+        if self.heads == 0 || self.heads > n_heads {
+            return Err(InferError::InvalidRequest {
+                detail: format!("{} heads requested from a model with {n_heads}", self.heads),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Unnormalised scores on the host, laid out `[batch, positions, heads, vocab]` row-major.
@@ -101,7 +114,7 @@ impl Logits {
 pub trait LanguageModel {
     /// What a sequence is conditioned on (for TTS: text tokens and the acoustic prompt's codes;
     /// for a plain LM: a token list).
-    type Prompt;
+    type Prompt: Clone;
     /// Per-batch decoding state: KV caches and anything else the model keeps between calls.
     type Cache;
 
@@ -113,6 +126,10 @@ pub trait LanguageModel {
 
     /// The end-of-sequence token, if the model has one.
     fn eos_token(&self) -> Option<u32>;
+
+    /// Positions `prompt` occupies in the cache after [`prefill`](Self::prefill): decoders size
+    /// caches with it (`prompt_len + max_tokens`, plus any speculation lookahead).
+    fn prompt_len(&self, prompt: &Self::Prompt) -> usize;
 
     /// Fresh state for `batch` sequences of up to `capacity` positions (prompt included).
     fn new_cache(&self, batch: usize, capacity: usize) -> Result<Self::Cache>;
@@ -126,10 +143,13 @@ pub trait LanguageModel {
         request: LogitsRequest,
     ) -> Result<Logits>;
 
-    /// Appends `blocks[b]` (at least one token) to sequence `b` and returns logits for the new
-    /// positions, `[batch, max block length (or 1 with last_only), heads, vocab]`. Blocks may
-    /// differ in length. A model may implement this by padding the short blocks and truncating
-    /// those sequences back: the result must equal calling it one sequence at a time.
+    /// Appends `blocks[b]` to sequence `b` and returns logits for the new positions,
+    /// `[batch, max block length (or 1 with last_only), heads, vocab]`. Blocks may differ in
+    /// length; an empty block (a sequence that has finished) leaves that sequence's cache as it
+    /// is and its logits rows unspecified, but at least one block must be non-empty. A model may
+    /// implement this by padding the short blocks and truncating those sequences back: the
+    /// result must equal calling it one sequence at a time. [`check_blocks`] validates the
+    /// arguments.
     fn extend(
         &self,
         cache: &mut Self::Cache,
@@ -142,4 +162,31 @@ pub trait LanguageModel {
 
     /// Rolls sequence `b` back to its first `len` positions (`len ≤ cache_len`), O(1).
     fn truncate(&self, cache: &mut Self::Cache, b: usize, len: usize) -> Result<()>;
+}
+
+/// Checks the arguments of [`LanguageModel::extend`]: one block per sequence of a `batch`, at
+/// least one non-empty, every token below `vocab`. Returns the longest block's length.
+///
+/// # Errors
+/// [`InferError::InvalidRequest`] naming the sequence and token at fault.
+pub fn check_blocks(blocks: &[Vec<u32>], batch: usize, vocab: usize) -> Result<usize> {
+    if blocks.len() != batch {
+        return Err(InferError::InvalidRequest {
+            detail: format!("{} blocks for a cache of {batch} sequences", blocks.len()),
+        });
+    }
+    for (b, block) in blocks.iter().enumerate() {
+        if let Some(&t) = block.iter().find(|&&t| t as usize >= vocab) {
+            return Err(InferError::InvalidRequest {
+                detail: format!("token {t} of sequence {b} is outside the vocabulary of {vocab}"),
+            });
+        }
+    }
+    let longest = blocks.iter().map(Vec::len).max().unwrap_or(0);
+    if longest == 0 {
+        return Err(InferError::InvalidRequest {
+            detail: "extend called with every block empty".into(),
+        });
+    }
+    Ok(longest)
 }

@@ -120,6 +120,18 @@ impl SamplerConfig {
     /// generated tokens; `banned` (e.g. end-of-sequence before the minimum length) gets
     /// probability 0. Sums to 1; one-hot on the first maximum when greedy.
     pub fn distribution(&self, logits: &[f32], history: &[u32], banned: Option<u32>) -> Vec<f32> {
+        let scores = self.penalised(logits, history, banned);
+        if self.is_greedy() {
+            let mut probs = vec![0.0; scores.len()];
+            probs[argmax(&scores) as usize] = 1.0;
+            return probs;
+        }
+        self.truncate(softmax(&scores, self.temperature))
+    }
+
+    /// The scores after the repetition penalty, with `banned` at −∞: what temperature and the
+    /// top-k / top-p filters apply to.
+    pub fn penalised(&self, logits: &[f32], history: &[u32], banned: Option<u32>) -> Vec<f32> {
         let mut scores = logits.to_vec();
         if self.repetition_penalty > 1.0 {
             let start = history.len().saturating_sub(self.repetition_window);
@@ -142,17 +154,20 @@ impl SamplerConfig {
         if let Some(slot) = banned.and_then(|t| scores.get_mut(t as usize)) {
             *slot = f32::NEG_INFINITY;
         }
-        if self.is_greedy() {
-            let mut probs = vec![0.0; scores.len()];
-            probs[argmax(&scores) as usize] = 1.0;
-            return probs;
-        }
-        let mut probs = softmax(&scores, self.temperature);
+        scores
+    }
+
+    /// Applies top-k then top-p to a distribution and renormalises it.
+    fn truncate(&self, mut probs: Vec<f32>) -> Vec<f32> {
         if self.top_k > 0 && self.top_k < probs.len() {
-            let mut order: Vec<usize> = (0..probs.len()).collect();
-            order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-            for &i in &order[self.top_k..] {
-                probs[i] = 0.0;
+            let mut keep = vec![false; probs.len()];
+            for i in top_k_indices(&probs, self.top_k) {
+                keep[i as usize] = true;
+            }
+            for (p, keep) in probs.iter_mut().zip(keep) {
+                if !keep {
+                    *p = 0.0;
+                }
             }
         }
         if self.top_p < 1.0 {
@@ -221,6 +236,26 @@ pub fn argmax(values: &[f32]) -> u32 {
     best as u32
 }
 
+/// The indices of the `k` largest values, largest first, ties to the lower index; O(n + k log k).
+pub fn top_k_indices(values: &[f32], k: usize) -> Vec<u32> {
+    let k = k.min(values.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    let order = |a: &u32, b: &u32| {
+        values[*b as usize]
+            .total_cmp(&values[*a as usize])
+            .then(a.cmp(b))
+    };
+    let mut indices: Vec<u32> = (0..values.len() as u32).collect();
+    if k < indices.len() {
+        indices.select_nth_unstable_by(k - 1, order);
+        indices.truncate(k);
+    }
+    indices.sort_unstable_by(order);
+    indices
+}
+
 /// Softmax of `logits / temperature` (temperature > 0), computed stably in f64.
 pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
     let t = f64::from(temperature);
@@ -244,6 +279,29 @@ pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
         .collect();
     let total: f64 = exps.iter().sum();
     exps.iter().map(|&e| (e / total) as f32).collect()
+}
+
+/// Log-softmax of `logits / temperature` (temperature > 0), computed stably in f64; −∞ stays
+/// −∞. When no entry is finite, every entry that is not −∞ gets the same finite value.
+pub fn log_softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
+    let t = f64::from(temperature);
+    let max = logits
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(f32::NEG_INFINITY, f32::max);
+    if !max.is_finite() {
+        return softmax(logits, temperature)
+            .into_iter()
+            .map(|p| if p > 0.0 { p.ln() } else { f32::NEG_INFINITY })
+            .collect();
+    }
+    let shifted: Vec<f64> = logits
+        .iter()
+        .map(|&v| (f64::from(v) - f64::from(max)) / t)
+        .collect();
+    let log_total = shifted.iter().map(|s| s.exp()).sum::<f64>().ln();
+    shifted.iter().map(|&s| (s - log_total) as f32).collect()
 }
 
 /// Scales `probs` to sum to 1 (left as is when the sum is 0).
@@ -354,6 +412,25 @@ mod tests {
         assert!(others > 400, "{others}");
         let mut rng = seeded_rng(1);
         assert!((0..100).all(|_| cfg.draw(&logits, &[1; 10], None, &mut rng) == 0));
+    }
+
+    #[test]
+    fn top_k_indices_are_sorted_with_ties_to_the_lower_index() {
+        let v = [0.5, 2.0, -1.0, 2.0, 1.0];
+        assert_eq!(top_k_indices(&v, 3), vec![1, 3, 4]);
+        assert_eq!(top_k_indices(&v, 9), vec![1, 3, 4, 0, 2]);
+        assert!(top_k_indices(&v, 0).is_empty());
+    }
+
+    #[test]
+    fn log_softmax_matches_softmax() {
+        let logits = [1.5, -0.5, f32::NEG_INFINITY, 3.0];
+        let p = softmax(&logits, 0.7);
+        let lp = log_softmax(&logits, 0.7);
+        assert_eq!(lp[2], f32::NEG_INFINITY);
+        for (p, lp) in p.iter().zip(&lp) {
+            assert!((p - lp.exp()).abs() < 1e-6, "{p} vs {lp}");
+        }
     }
 
     #[test]

@@ -1,0 +1,297 @@
+//! [`MtpDecoder`]: multi-token prediction (paper 000, §III-B and §III-C): each forward pass reads
+//! `k` heads at the last position and emits up to `k` tokens, fed back in one `extend` call.
+//!
+//! ```text
+//! logits of heads 0..k at the end of the sequence
+//!   ├─ independent: token i drawn from head i alone (the sampler's full warping, history =
+//!   │               every token so far, the block's earlier tokens included)
+//!   └─ Viterbi:     top_k candidates per head ─▶ m ≤ k·top_k distinct tokens ─▶ S [k, m],
+//!                   Q [m, m] ─▶ best path (Algorithm 1, log space) ─▶ k tokens
+//! emit the block up to end-of-sequence or max_tokens; extend(blocks) ─▶ next logits
+//! ```
+//!
+//! # Sampling with Viterbi
+//! The paper keeps diversity with top-k sampling before the path search; here:
+//! - the state scores are `S_t = softmax(penalised head-t scores / τ)` over the whole vocabulary,
+//!   with τ the sampler's temperature (1 when greedy) and end-of-sequence masked where the
+//!   minimum length forbids it; τ weighs the heads against `Q` (a low τ lets the heads dominate);
+//! - greedy (temperature 0): each head's candidates are its `top_k` highest scores, so the
+//!   search is deterministic;
+//! - sampling (temperature > 0): each head's candidates are `top_k` tokens drawn *without
+//!   replacement* from the sampler's distribution (temperature, top-k, top-p, repetition
+//!   penalty; the first draw also applies repetition-aware resampling), from that sequence's own
+//!   random stream; the path is then the best one through these random candidates. A larger
+//!   `top_k` widens the search (and, as the paper's Table II shows, diversity).
+//!
+//! With one head, greedy Viterbi equals AR for any `top_k` (a one-step path is the head's argmax),
+//! and sampled Viterbi with `top_k = 1` equals AR (its only candidate is AR's draw). Independent
+//! MTP with one head is AR exactly, greedy or sampled.
+//!
+//! # Statistics
+//! `drafted` counts the tokens proposed by heads 1.. (after clipping to `max_tokens`) and
+//! `accepted` those of them consumed before the block ended (end-of-sequence included): MTP
+//! keeps everything it proposes, so acceptance falls below 1 only at the end of a sequence;
+//! `tokens_per_forward` is the figure of merit.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::rngs::StdRng;
+
+use crate::decoder::{
+    Decoder, Generation, Request, Sequence, cache_capacity, check_batch, timed_call,
+};
+use crate::error::{InferError, Result};
+use crate::lm::{LanguageModel, Logits, LogitsRequest};
+use crate::sampler::{SamplerConfig, log_softmax, normalize, sample, top_k_indices};
+use crate::transitions::Transitions;
+use crate::viterbi::{Viterbi, ViterbiConfig, union_candidates};
+
+/// Viterbi path selection: its settings, the transition statistics and the solver's buffers.
+#[derive(Debug, Clone)]
+struct PathSelection {
+    config: ViterbiConfig,
+    transitions: Arc<Transitions>,
+    solver: Viterbi,
+    /// Scratch: `log S` `[heads, m]` and `log Q` `[m, m]`.
+    log_s: Vec<f32>,
+    log_q: Vec<f32>,
+}
+
+/// Multi-token prediction with `heads` heads per forward, each head sampled on its own or the
+/// block chosen by Viterbi path selection (see the module doc).
+#[derive(Debug, Clone)]
+pub struct MtpDecoder {
+    heads: usize,
+    viterbi: Option<PathSelection>,
+}
+
+impl MtpDecoder {
+    /// `heads` tokens per forward, each head sampled on its own.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] when `heads = 0`.
+    pub fn new(heads: usize) -> Result<Self> {
+        if heads == 0 {
+            return Err(InferError::InvalidSetting {
+                name: "heads",
+                value: "0".into(),
+                expected: "at least 1".into(),
+            });
+        }
+        Ok(Self {
+            heads,
+            viterbi: None,
+        })
+    }
+
+    /// `heads` tokens per forward, the block chosen by Viterbi over `transitions`.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] when `heads = 0` or `config.top_k = 0`.
+    pub fn with_viterbi(
+        heads: usize,
+        config: ViterbiConfig,
+        transitions: Arc<Transitions>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let mut decoder = Self::new(heads)?;
+        decoder.viterbi = Some(PathSelection {
+            config,
+            transitions,
+            solver: Viterbi::new(),
+            log_s: Vec::new(),
+            log_q: Vec::new(),
+        });
+        Ok(decoder)
+    }
+
+    /// Tokens per forward.
+    pub fn heads(&self) -> usize {
+        self.heads
+    }
+
+    /// The Viterbi settings, if path selection is on.
+    pub fn viterbi(&self) -> Option<ViterbiConfig> {
+        self.viterbi.as_ref().map(|v| v.config)
+    }
+
+    /// Emits sequence `b`'s block from its `n` head rows; returns the tokens to feed back
+    /// (empty once the sequence has stopped).
+    fn step(
+        &mut self,
+        logits: &Logits,
+        b: usize,
+        seq: &mut Sequence,
+        sampler: &SamplerConfig,
+    ) -> Result<Vec<u32>> {
+        let n = self.heads.min(seq.remaining());
+        let proposal = match &mut self.viterbi {
+            None => None,
+            Some(selection) => Some(selection.path(logits, b, n, seq, sampler)?),
+        };
+        let mut block = Vec::with_capacity(n);
+        let mut consumed = 0;
+        for head in 0..n {
+            let token = match &proposal {
+                Some(path) => path[head],
+                None => {
+                    let banned = seq.banned(0);
+                    sampler.draw(logits.row(b, 0, head), &seq.tokens, banned, &mut seq.rng)
+                }
+            };
+            consumed += 1;
+            if !seq.push(token) {
+                break;
+            }
+            block.push(token);
+            if !seq.is_active() {
+                break;
+            }
+        }
+        seq.stats.drafted += n - 1;
+        seq.stats.accepted += consumed - 1;
+        if !seq.is_active() {
+            block.clear();
+        }
+        Ok(block)
+    }
+}
+
+impl PathSelection {
+    /// The Viterbi block of `n` tokens for sequence `b`.
+    fn path(
+        &mut self,
+        logits: &Logits,
+        b: usize,
+        n: usize,
+        seq: &mut Sequence,
+        sampler: &SamplerConfig,
+    ) -> Result<Vec<u32>> {
+        let temperature = if sampler.is_greedy() {
+            1.0
+        } else {
+            sampler.temperature
+        };
+        let mut per_head = Vec::with_capacity(n);
+        let mut log_s_full = Vec::with_capacity(n);
+        for head in 0..n {
+            let row = logits.row(b, 0, head);
+            let banned = seq.banned(head);
+            let scores = sampler.penalised(row, &seq.tokens, banned);
+            let candidates = if sampler.is_greedy() {
+                let mut top = top_k_indices(&scores, self.config.top_k);
+                top.retain(|&t| scores[t as usize] > f32::NEG_INFINITY);
+                top
+            } else {
+                draw_candidates(
+                    sampler,
+                    row,
+                    &seq.tokens,
+                    banned,
+                    self.config.top_k,
+                    &mut seq.rng,
+                )
+            };
+            per_head.push(candidates);
+            log_s_full.push(log_softmax(&scores, temperature));
+        }
+        let candidates = union_candidates(&per_head);
+        let m = candidates.len();
+        self.log_s.clear();
+        for log_s in &log_s_full {
+            self.log_s
+                .extend(candidates.iter().map(|&t| log_s[t as usize]));
+        }
+        self.transitions.block(&candidates, &mut self.log_q);
+        let path = self.solver.best_path(&self.log_s, &self.log_q, m)?;
+        Ok(path.states.iter().map(|&j| candidates[j]).collect())
+    }
+}
+
+/// `k` distinct tokens drawn without replacement from the sampler's distribution (fewer when it
+/// has fewer tokens of positive probability). The first is [`SamplerConfig::draw`]'s token, so a
+/// single candidate is exactly what AR would sample.
+fn draw_candidates(
+    sampler: &SamplerConfig,
+    row: &[f32],
+    history: &[u32],
+    banned: Option<u32>,
+    k: usize,
+    rng: &mut StdRng,
+) -> Vec<u32> {
+    let first = sampler.draw(row, history, banned, rng);
+    let mut chosen = vec![first];
+    if k == 1 {
+        return chosen;
+    }
+    let mut probs = sampler.distribution(row, history, banned);
+    probs[first as usize] = 0.0;
+    while chosen.len() < k {
+        if !probs.iter().any(|&p| p > 0.0) {
+            break;
+        }
+        normalize(&mut probs);
+        let t = sample(&probs, rng);
+        chosen.push(t);
+        probs[t as usize] = 0.0;
+    }
+    chosen
+}
+
+impl<M: LanguageModel> Decoder<M> for MtpDecoder {
+    fn name(&self) -> String {
+        match self.viterbi {
+            Some(_) => "mtp-viterbi".into(),
+            None => "mtp".into(),
+        }
+    }
+
+    fn generate(
+        &mut self,
+        model: &M,
+        requests: &[Request<M::Prompt>],
+        sampler: &SamplerConfig,
+    ) -> Result<Vec<Generation>> {
+        check_batch(requests, sampler)?;
+        if self.heads > model.n_heads() {
+            return Err(InferError::InvalidSetting {
+                name: "heads",
+                value: self.heads.to_string(),
+                expected: format!("at most the model's {} heads", model.n_heads()),
+            });
+        }
+        let request = LogitsRequest::heads_at_last(self.heads);
+        let mut sequences = Sequence::for_batch(requests, model.eos_token());
+        let mut cache = model.new_cache(requests.len(), cache_capacity(model, requests, 0))?;
+        let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
+        let all = vec![true; requests.len()];
+        let mut logits = timed_call(&mut sequences, &all, || {
+            model.prefill(&mut cache, &prompts, request)
+        })?;
+        loop {
+            let mut blocks = vec![Vec::new(); sequences.len()];
+            for (b, seq) in sequences.iter_mut().enumerate() {
+                if !seq.is_active() {
+                    continue;
+                }
+                let start = Instant::now();
+                blocks[b] = self.step(&logits, b, seq, sampler)?;
+                seq.stats.decoder_time += start.elapsed();
+            }
+            let takes_part: Vec<bool> = blocks.iter().map(|b| !b.is_empty()).collect();
+            if !takes_part.contains(&true) {
+                break;
+            }
+            logits = timed_call(&mut sequences, &takes_part, || {
+                model.extend(&mut cache, &blocks, request)
+            })?;
+        }
+        tracing::debug!(
+            batch = requests.len(),
+            heads = self.heads,
+            "mtp decoding finished"
+        );
+        Ok(sequences.into_iter().map(Sequence::finish).collect())
+    }
+}

@@ -1,0 +1,208 @@
+//! Viterbi path selection over the candidates of multi-token-prediction heads (Nguyen et al.,
+//! "Accelerating Codec-based Speech Synthesis with Multi-Token Prediction and Speculative
+//! Decoding", §III-C and Algorithm 1).
+//!
+//! The `n` heads of one MTP step give distributions `S_1 .. S_n` over the next `n` tokens. A
+//! first-order Markov chain `Q(a_i, a_j)` over stream-0 tokens (see
+//! [`Transitions`](crate::transitions::Transitions)) ties neighbours together. The path
+//!
+//! ```text
+//! A* = argmax over (a_1 .. a_n) of  S_1(a_1) · Π_{t=2..n} Q(a_{t-1}, a_t) · S_t(a_t)
+//! ```
+//!
+//! is found by dynamic programming, in log space (sums of logs instead of products, so long
+//! paths over small probabilities do not underflow):
+//!
+//! ```text
+//! δ_1(j) = log S_1(j)                                   ψ_1(j) = 0
+//! δ_t(j) = max_i [δ_{t-1}(i) + log Q(i, j)] + log S_t(j)  ψ_t(j) = argmax_i [δ_{t-1}(i) + log Q(i, j)]
+//! a_n* = argmax_j δ_n(j),   a_t* = ψ_{t+1}(a_{t+1}*)
+//! ```
+//!
+//! Searching all of `V` costs `O(n · V²)`; as in the paper the states are reduced to the `m ≤ k·n`
+//! distinct tokens among the `top_k` candidates of each head, so `S` becomes `[n, m]`, `Q` an
+//! `m × m` block, and a step costs `O(n · m²)`. Ties go to the lowest candidate index.
+
+use crate::error::{InferError, Result};
+
+/// Settings of Viterbi path selection in the MTP decoder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ViterbiConfig {
+    /// Candidates taken from each head (the paper's `top_k`; 3 gave its best WER and UTMOS).
+    pub top_k: usize,
+}
+
+impl Default for ViterbiConfig {
+    fn default() -> Self {
+        Self { top_k: 3 }
+    }
+}
+
+impl ViterbiConfig {
+    /// Checks `top_k ≥ 1`.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] naming `top_k`.
+    pub fn validate(&self) -> Result<()> {
+        if self.top_k == 0 {
+            return Err(InferError::InvalidSetting {
+                name: "viterbi_top_k",
+                value: "0".into(),
+                expected: "at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The distinct tokens of `per_head` candidate lists, in order of first appearance (head 0's
+/// first, in its own order): the `m` states of the reduced problem.
+pub fn union_candidates(per_head: &[Vec<u32>]) -> Vec<u32> {
+    let mut tokens: Vec<u32> = Vec::with_capacity(per_head.iter().map(Vec::len).sum());
+    for &t in per_head.iter().flatten() {
+        if !tokens.contains(&t) {
+            tokens.push(t);
+        }
+    }
+    tokens
+}
+
+/// The result of [`Viterbi::best_path`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViterbiPath {
+    /// The chosen state (candidate index) at each step.
+    pub states: Vec<usize>,
+    /// Its log score `log S_1 + Σ (log Q + log S_t)`; −∞ when every path has probability 0.
+    pub log_score: f32,
+}
+
+/// Algorithm 1 in log space, with its work buffers kept between calls so that a decoder
+/// allocates nothing per step once warmed up.
+#[derive(Debug, Clone, Default)]
+pub struct Viterbi {
+    /// `δ_{t-1}` then `δ_t`, `[m]` each.
+    delta: Vec<f32>,
+    next: Vec<f32>,
+    /// Back-pointers `ψ`, `[steps, m]`.
+    psi: Vec<u32>,
+}
+
+impl Viterbi {
+    /// An empty solver.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The best path through `steps = log_s.len() / m` steps of `m` states.
+    ///
+    /// # Shapes
+    /// - `log_s`: `[steps, m]` row-major, `log_s[t * m + j] = log S_{t+1}(candidate j)`
+    /// - `log_q`: `[m, m]` row-major, `log_q[i * m + j] = log Q(candidate i → candidate j)`
+    /// - output: `steps` states in `0..m`
+    ///
+    /// # Errors
+    /// [`InferError::InvalidRequest`] when `m = 0`, `log_s` is empty or not a multiple of `m`,
+    /// or `log_q` is not `m × m`.
+    pub fn best_path(&mut self, log_s: &[f32], log_q: &[f32], m: usize) -> Result<ViterbiPath> {
+        if m == 0 || log_s.is_empty() || !log_s.len().is_multiple_of(m) || log_q.len() != m * m {
+            return Err(InferError::InvalidRequest {
+                detail: format!(
+                    "viterbi over {m} states: log_s has {} values (want steps × {m}), \
+                     log_q {} (want {})",
+                    log_s.len(),
+                    log_q.len(),
+                    m * m
+                ),
+            });
+        }
+        let steps = log_s.len() / m;
+        self.delta.clear();
+        self.delta.extend_from_slice(&log_s[..m]);
+        self.psi.clear();
+        self.psi.resize(steps * m, 0);
+        for t in 1..steps {
+            self.next.clear();
+            for j in 0..m {
+                let (mut best, mut arg) = (f32::NEG_INFINITY, 0);
+                for (i, &d) in self.delta.iter().enumerate() {
+                    let score = d + log_q[i * m + j];
+                    if score > best {
+                        (best, arg) = (score, i);
+                    }
+                }
+                self.psi[t * m + j] = arg as u32;
+                self.next.push(best + log_s[t * m + j]);
+            }
+            std::mem::swap(&mut self.delta, &mut self.next);
+        }
+        let (mut log_score, mut last) = (f32::NEG_INFINITY, 0);
+        for (j, &d) in self.delta.iter().enumerate() {
+            if d > log_score {
+                (log_score, last) = (d, j);
+            }
+        }
+        let mut states = vec![0; steps];
+        states[steps - 1] = last;
+        for t in (1..steps).rev() {
+            states[t - 1] = self.psi[t * m + states[t]] as usize;
+        }
+        Ok(ViterbiPath { states, log_score })
+    }
+}
+
+/// The log score of one path, `log S_1(s_1) + Σ_t [log Q(s_{t-1}, s_t) + log S_t(s_t)]`, in the
+/// layout of [`Viterbi::best_path`]: what Viterbi maximises.
+pub fn path_log_score(log_s: &[f32], log_q: &[f32], m: usize, states: &[usize]) -> f32 {
+    let mut score = 0.0;
+    for (t, &s) in states.iter().enumerate() {
+        score += log_s[t * m + s];
+        if t > 0 {
+            score += log_q[states[t - 1] * m + s];
+        }
+    }
+    score
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn union_keeps_first_appearance_order() {
+        let per_head = vec![vec![5, 2, 9], vec![2, 7, 5], vec![1]];
+        assert_eq!(union_candidates(&per_head), vec![5, 2, 9, 7, 1]);
+    }
+
+    #[test]
+    fn one_step_is_the_argmax() {
+        let mut v = Viterbi::new();
+        let path = v
+            .best_path(&[-2.0, -0.5, -0.5, -3.0], &[0.0; 16], 4)
+            .unwrap();
+        assert_eq!(path.states, vec![1]);
+        assert_eq!(path.log_score, -0.5);
+    }
+
+    #[test]
+    fn transitions_can_overrule_a_head() {
+        // Two states; head 2 slightly prefers state 0, but 1 → 0 is nearly impossible.
+        let log_s = [0.9f32.ln(), 0.1f32.ln(), 0.55f32.ln(), 0.45f32.ln()];
+        let uniform = [0.5f32.ln(); 4];
+        let mut v = Viterbi::new();
+        assert_eq!(v.best_path(&log_s, &uniform, 2).unwrap().states, vec![0, 0]);
+        let sticky = [0.01f32.ln(), 0.99f32.ln(), 0.99f32.ln(), 0.01f32.ln()];
+        let path = v.best_path(&log_s, &sticky, 2).unwrap();
+        assert_eq!(path.states, vec![0, 1]);
+        let expected = path_log_score(&log_s, &sticky, 2, &[0, 1]);
+        assert!((path.log_score - expected).abs() < 1e-6);
+    }
+
+    #[test]
+    fn shapes_are_checked() {
+        let mut v = Viterbi::new();
+        assert!(v.best_path(&[0.0; 5], &[0.0; 4], 2).is_err());
+        assert!(v.best_path(&[0.0; 4], &[0.0; 3], 2).is_err());
+        assert!(v.best_path(&[], &[], 0).is_err());
+        assert!(ViterbiConfig { top_k: 0 }.validate().is_err());
+    }
+}
