@@ -247,7 +247,10 @@ fn greedy_speculation_over_a_transformer_equals_greedy_ar() {
         let drafted: usize = out.iter().map(|g| g.stats.drafted).sum();
         let accepted: usize = out.iter().map(|g| g.stats.accepted).sum();
         eprintln!("{}: {accepted} of {drafted} drafts accepted", config.name());
-        assert!(accepted > 0 && accepted < drafted, "{accepted} of {drafted}");
+        assert!(
+            accepted > 0 && accepted < drafted,
+            "{accepted} of {drafted}"
+        );
         let self_config = SpeculativeConfig::new(2, config.rule.clone());
         let mut ss = SelfSpeculativeDecoder::new(self_config).unwrap();
         let out = ss.generate(&target, &requests(), &greedy).unwrap();
