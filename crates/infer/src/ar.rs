@@ -49,9 +49,11 @@ impl<M: LanguageModel> Decoder<M> for ArDecoder {
         let mut cache = model.new_cache(requests.len(), cache_capacity(model, requests, 0))?;
         let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
         let all = vec![true; requests.len()];
+        let (batch, vocab) = (requests.len(), model.vocab_size());
         let mut logits = timed_call(&mut sequences, &all, || {
             model.prefill(&mut cache, &prompts, request)
         })?;
+        logits.check(batch, 1, 1, vocab)?;
         loop {
             let mut blocks = vec![Vec::new(); sequences.len()];
             for (b, seq) in sequences.iter_mut().enumerate() {
@@ -73,6 +75,7 @@ impl<M: LanguageModel> Decoder<M> for ArDecoder {
             logits = timed_call(&mut sequences, &takes_part, || {
                 model.extend(&mut cache, &blocks, request)
             })?;
+            logits.check(batch, 1, 1, vocab)?;
         }
         tracing::debug!(batch = requests.len(), "ar decoding finished");
         Ok(sequences.into_iter().map(Sequence::finish).collect())

@@ -29,6 +29,32 @@ impl Limits {
         }
     }
 
+    /// Bounds proportional to the text length, as CosyVoice does (ratios 2 and 20 there):
+    /// `min = floor(text_len · min_ratio)`, `max = max(ceil(text_len · max_ratio), min, 1)`.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] for a negative or non-finite ratio, or
+    /// `min_ratio > max_ratio`.
+    pub fn for_text(text_len: usize, min_ratio: f32, max_ratio: f32) -> Result<Self> {
+        if !(min_ratio.is_finite() && max_ratio.is_finite() && min_ratio >= 0.0)
+            || min_ratio > max_ratio
+        {
+            return Err(InferError::InvalidSetting {
+                name: "min_ratio/max_ratio",
+                value: format!("{min_ratio} / {max_ratio}"),
+                expected: "finite, 0 <= min_ratio <= max_ratio".into(),
+            });
+        }
+        let min_tokens = (text_len as f64 * f64::from(min_ratio)).floor() as usize;
+        let max_tokens = ((text_len as f64 * f64::from(max_ratio)).ceil() as usize)
+            .max(min_tokens)
+            .max(1);
+        Ok(Self {
+            min_tokens,
+            max_tokens,
+        })
+    }
+
     /// Checks `min_tokens ≤ max_tokens` and `max_tokens ≥ 1`.
     ///
     /// # Errors
@@ -296,4 +322,46 @@ where
         seq.count_target_call(elapsed);
     }
     Ok(logits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_follow_the_text_length() {
+        let l = Limits::for_text(7, 2.0, 20.0).unwrap();
+        assert_eq!((l.min_tokens, l.max_tokens), (14, 140));
+        assert!(l.validate().is_ok());
+        let empty = Limits::for_text(0, 2.0, 20.0).unwrap();
+        assert_eq!((empty.min_tokens, empty.max_tokens), (0, 1));
+        assert!(Limits::for_text(5, 3.0, 2.0).is_err());
+        assert!(Limits::for_text(5, -1.0, 2.0).is_err());
+    }
+
+    #[test]
+    fn sequences_stop_at_eos_and_max() {
+        let request = Request {
+            prompt: (),
+            limits: Limits {
+                min_tokens: 2,
+                max_tokens: 3,
+            },
+            seed: 0,
+        };
+        let mut seq = Sequence::new(&request, Some(9));
+        assert_eq!(
+            (seq.banned(0), seq.banned(1), seq.banned(2)),
+            (Some(9), Some(9), None)
+        );
+        assert!(seq.push(4) && seq.push(5));
+        assert_eq!(seq.remaining(), 1);
+        assert!(!seq.push(9));
+        assert_eq!(seq.stop, Some(StopReason::Eos));
+        assert!(!seq.push(1));
+        let mut seq = Sequence::new(&request, Some(9));
+        assert!(seq.push(1) && seq.push(2) && seq.push(3));
+        assert_eq!(seq.stop, Some(StopReason::MaxTokens));
+        assert_eq!(seq.finish().tokens, vec![1, 2, 3]);
+    }
 }

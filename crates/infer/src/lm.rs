@@ -105,6 +105,22 @@ impl Logits {
     pub fn as_slice(&self) -> &[f32] {
         &self.data
     }
+
+    /// Checks that a model returned `[batch, ≥ positions, heads, vocab]`, so that a decoder
+    /// reading rows within those bounds cannot go out of range.
+    ///
+    /// # Errors
+    /// [`InferError::Model`] with the shape received and the one expected.
+    pub fn check(&self, batch: usize, positions: usize, heads: usize, vocab: usize) -> Result<()> {
+        let [b, p, h, v] = self.shape;
+        if b != batch || p < positions || h != heads || v != vocab {
+            return Err(InferError::Model(format!(
+                "model returned logits of shape {:?}, expected [{batch}, >= {positions}, {heads}, {vocab}]",
+                self.shape
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// A token-level autoregressive model with an external, truncatable cache.

@@ -171,7 +171,8 @@ impl SamplerConfig {
             }
         }
         if self.top_p < 1.0 {
-            let mut order: Vec<usize> = (0..probs.len()).collect();
+            // Only tokens still possible compete (after top-k, often a handful).
+            let mut order: Vec<usize> = (0..probs.len()).filter(|&i| probs[i] > 0.0).collect();
             order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
             let total: f32 = probs.iter().sum();
             let mut mass = 0.0;
@@ -200,7 +201,21 @@ impl SamplerConfig {
         banned: Option<u32>,
         rng: &mut StdRng,
     ) -> u32 {
-        let token = sample(&self.distribution(logits, history, banned), rng);
+        let probs = self.distribution(logits, history, banned);
+        self.draw_from(&probs, logits, history, banned, rng)
+    }
+
+    /// [`draw`](Self::draw) with the distribution already computed (`probs` must be
+    /// `self.distribution(logits, history, banned)`): the same token from the same stream.
+    pub fn draw_from(
+        &self,
+        probs: &[f32],
+        logits: &[f32],
+        history: &[u32],
+        banned: Option<u32>,
+        rng: &mut StdRng,
+    ) -> u32 {
+        let token = sample(probs, rng);
         match self.ras {
             Some(ras) if !self.is_greedy() => {
                 let start = history.len().saturating_sub(ras.window);

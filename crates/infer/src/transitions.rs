@@ -532,13 +532,14 @@ impl Transitions {
         let rows = match field("layout")? {
             "dense" => Rows::Dense(f32s("log_q", vocab * vocab)?),
             "sparse" => {
-                let offsets: Vec<usize> = read("offsets", Dtype::I64, vocab + 1)?
+                let offsets = read("offsets", Dtype::I64, vocab + 1)?
                     .iter()
                     .map(|b| {
-                        i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]).max(-1)
-                            as usize
+                        let o =
+                            i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+                        usize::try_from(o).map_err(|_| format!("tensor offsets holds {o}"))
                     })
-                    .collect();
+                    .collect::<std::result::Result<Vec<usize>, String>>()?;
                 let nnz = offsets[vocab];
                 if offsets[0] != 0 || offsets.windows(2).any(|w| w[0] > w[1]) {
                     return Err("tensor offsets is not a non-decreasing list from 0".into());

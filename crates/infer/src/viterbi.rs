@@ -30,15 +30,33 @@ use crate::error::{InferError, Result};
 pub struct ViterbiConfig {
     /// Candidates taken from each head (the paper's `top_k`; 3 gave its best WER and UTMOS).
     pub top_k: usize,
+    /// Also score the block's first token by `Q(previous token, a_1)`, chaining blocks (off in
+    /// the paper, where `δ_1 = S_1`). Only generated tokens count as "previous": the first
+    /// block of a sequence is never linked. Off keeps one-head greedy Viterbi equal to AR.
+    pub link_previous: bool,
 }
 
 impl Default for ViterbiConfig {
     fn default() -> Self {
-        Self { top_k: 3 }
+        Self::new(3)
     }
 }
 
 impl ViterbiConfig {
+    /// `top_k` candidates per head, blocks not linked (the paper's setting).
+    pub fn new(top_k: usize) -> Self {
+        Self {
+            top_k,
+            link_previous: false,
+        }
+    }
+
+    /// Sets `link_previous`.
+    pub fn with_link_previous(mut self, link_previous: bool) -> Self {
+        self.link_previous = link_previous;
+        self
+    }
+
     /// Checks `top_k ≥ 1`.
     ///
     /// # Errors
@@ -104,20 +122,50 @@ impl Viterbi {
     /// [`InferError::InvalidRequest`] when `m = 0`, `log_s` is empty or not a multiple of `m`,
     /// or `log_q` is not `m × m`.
     pub fn best_path(&mut self, log_s: &[f32], log_q: &[f32], m: usize) -> Result<ViterbiPath> {
-        if m == 0 || log_s.is_empty() || !log_s.len().is_multiple_of(m) || log_q.len() != m * m {
+        self.best_path_from(None, log_s, log_q, m)
+    }
+
+    /// [`best_path`](Self::best_path) with an extra score for the first state,
+    /// `δ_1(j) = log_prior[j] + log S_1(j)` (e.g. `log Q(previous token, candidate j)`); the
+    /// returned score includes it.
+    ///
+    /// # Shapes
+    /// - `log_prior`: `[m]`; `log_s`, `log_q` as in [`best_path`](Self::best_path)
+    ///
+    /// # Errors
+    /// As [`best_path`](Self::best_path), and when `log_prior` is not `[m]`.
+    pub fn best_path_from(
+        &mut self,
+        log_prior: Option<&[f32]>,
+        log_s: &[f32],
+        log_q: &[f32],
+        m: usize,
+    ) -> Result<ViterbiPath> {
+        if m == 0
+            || log_s.is_empty()
+            || !log_s.len().is_multiple_of(m)
+            || log_q.len() != m * m
+            || log_prior.is_some_and(|p| p.len() != m)
+        {
             return Err(InferError::InvalidRequest {
                 detail: format!(
                     "viterbi over {m} states: log_s has {} values (want steps × {m}), \
-                     log_q {} (want {})",
+                     log_q {} (want {}), log_prior {:?} (want {m})",
                     log_s.len(),
                     log_q.len(),
-                    m * m
+                    m * m,
+                    log_prior.map(<[f32]>::len)
                 ),
             });
         }
         let steps = log_s.len() / m;
         self.delta.clear();
         self.delta.extend_from_slice(&log_s[..m]);
+        if let Some(prior) = log_prior {
+            for (d, p) in self.delta.iter_mut().zip(prior) {
+                *d += p;
+            }
+        }
         self.psi.clear();
         self.psi.resize(steps * m, 0);
         for t in 1..steps {
@@ -203,6 +251,6 @@ mod tests {
         assert!(v.best_path(&[0.0; 5], &[0.0; 4], 2).is_err());
         assert!(v.best_path(&[0.0; 4], &[0.0; 3], 2).is_err());
         assert!(v.best_path(&[], &[], 0).is_err());
-        assert!(ViterbiConfig { top_k: 0 }.validate().is_err());
+        assert!(ViterbiConfig::new(0).validate().is_err());
     }
 }
