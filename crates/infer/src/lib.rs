@@ -10,6 +10,10 @@
 //! - Decoders: [`ArDecoder`] (one token per forward), [`MtpDecoder`] (k heads per forward, each
 //!   sampled on its own or the block chosen by [`viterbi`] path selection over [`Transitions`]).
 //! - [`TableLm`]: a deterministic toy model for tests and overhead measurements.
+//! - Speculation: [`verify`] applies any [`AcceptanceRule`] (exact, SSD tolerance, PCG groups
+//!   over [`SimilarityGroups`], Medusa typical) to drafted tokens; [`SpeculativeDecoder`] drafts
+//!   with a second model, [`SelfSpeculativeDecoder`] with the model's own MTP heads;
+//!   [`acceptance`] estimates acceptance offline from teacher-forced distributions.
 
 pub mod ar;
 pub mod decoder;
@@ -30,3 +34,18 @@ pub use sampler::{RasConfig, SamplerConfig};
 pub use toy::{TableCache, TableLm, TableLmConfig};
 pub use transitions::{TransitionCounts, Transitions, TransitionsConfig};
 pub use viterbi::{Viterbi, ViterbiConfig, ViterbiPath};
+
+pub mod acceptance;
+pub mod groups;
+pub mod self_spec;
+pub mod speculative;
+pub mod verify;
+
+pub use acceptance::{
+    ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced,
+    teacher_forced_head,
+};
+pub use groups::{GroupSummary, SimilarityGroups, read_embedding_table, sweep_theta};
+pub use self_spec::SelfSpeculativeDecoder;
+pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
+pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};

@@ -1,0 +1,425 @@
+//! [`SpeculativeDecoder`]: a draft model proposes `γ` tokens, the target scores them all in one
+//! forward, and an [`AcceptanceRule`] keeps a prefix (Leviathan et al. 2023; SSD, paper 001
+//! Algorithm 1; PCG, paper 003 Algorithm 1).
+//!
+//! ```text
+//! per step, per active sequence b (own γ_b, own random stream):
+//!   draft:  extend(pending_d) → p_0, x_0 ~ p_0; extend(x_0) → p_1, x_1 ~ p_1; … x_{γ−1}
+//!   target: extend([pending_t, x_0, …, x_{γ−1}]) → q_0 … q_γ          (one forward)
+//!   verify: keep x_0..x_{a−1}, emit y (correction, or bonus when a = γ)
+//!   caches: target → … pending_t x_0..x_{a−1}          (pending_t ← y)
+//!           draft  → … pending_d x_0..x_{min(a, γ−1)−1} (pending_d ← the kept drafts it lacks, y)
+//!   γ_b:    adaptive: +2 when a = γ, −1 otherwise (floor 1, cap max_gamma)
+//! ```
+//!
+//! Blocks are ragged across the batch (each sequence has its own γ and its own accepted
+//! length); finished sequences pass empty blocks. Since every random draw of a sequence comes
+//! from its own stream and neither model mixes sequences, a batch gives what decoding each
+//! request alone gives. Target and draft distributions go through the same
+//! [`SamplerConfig::distribution`] (temperature, top-k/p, repetition penalty, end-of-sequence
+//! masked below `min_tokens`), so at temperature 0 every rule reproduces greedy AR.
+
+use std::time::Instant;
+
+use crate::decoder::{Decoder, Generation, Request, Sequence, cache_capacity, check_batch};
+use crate::error::{InferError, Result};
+use crate::lm::{LanguageModel, Logits, LogitsRequest};
+use crate::sampler::{SamplerConfig, sample};
+use crate::verify::{AcceptanceRule, verify};
+
+/// Draft length policy and acceptance rule of a speculative decoder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeculativeConfig {
+    /// Draft length `γ` (the starting value when adaptive); at least 1.
+    pub gamma: usize,
+    /// Adapt `γ` per sequence: +2 after a fully accepted block, −1 otherwise (floor 1).
+    pub adaptive: bool,
+    /// Upper bound of an adaptive `γ` (at least `gamma`).
+    pub max_gamma: usize,
+    /// How drafts are accepted.
+    pub rule: AcceptanceRule,
+}
+
+impl SpeculativeConfig {
+    /// Fixed draft length `gamma` with `rule`.
+    pub fn new(gamma: usize, rule: AcceptanceRule) -> Self {
+        Self {
+            gamma,
+            adaptive: false,
+            max_gamma: gamma,
+            rule,
+        }
+    }
+
+    /// Makes `γ` adaptive between 1 and `max_gamma`.
+    pub fn with_adaptive(mut self, max_gamma: usize) -> Self {
+        self.adaptive = true;
+        self.max_gamma = max_gamma;
+        self
+    }
+
+    /// Checks `gamma`, `max_gamma` and the rule.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] naming the field.
+    pub fn validate(&self) -> Result<()> {
+        if self.gamma == 0 {
+            return Err(InferError::InvalidSetting {
+                name: "gamma",
+                value: "0".into(),
+                expected: "at least 1 drafted token per step".into(),
+            });
+        }
+        if self.max_gamma < self.gamma {
+            return Err(InferError::InvalidSetting {
+                name: "max_gamma",
+                value: self.max_gamma.to_string(),
+                expected: format!("at least gamma = {}", self.gamma),
+            });
+        }
+        self.rule.validate(None)
+    }
+
+    /// The next draft length after a block of `drafted` tokens with `accepted` kept.
+    pub fn next_gamma(&self, gamma: usize, drafted: usize, accepted: usize) -> usize {
+        if !self.adaptive || drafted == 0 {
+            gamma
+        } else if accepted == drafted {
+            (gamma + 2).min(self.max_gamma)
+        } else {
+            gamma.saturating_sub(1).max(1)
+        }
+    }
+
+    /// Name for tables: the rule's (`sd`, `ssd`, `pcg`, `typical`), `+adaptive` when adaptive.
+    pub fn name(&self) -> String {
+        if self.adaptive {
+            format!("{}+adaptive", self.rule.name())
+        } else {
+            self.rule.name().to_string()
+        }
+    }
+}
+
+/// Speculative decoding with a separate draft model `D` sharing the target's prompt type and
+/// vocabulary.
+#[derive(Debug)]
+pub struct SpeculativeDecoder<D> {
+    draft: D,
+    config: SpeculativeConfig,
+}
+
+impl<D: LanguageModel> SpeculativeDecoder<D> {
+    /// A decoder drafting with `draft`.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] from [`SpeculativeConfig::validate`].
+    pub fn new(draft: D, config: SpeculativeConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Self { draft, config })
+    }
+
+    /// The draft model.
+    pub fn draft(&self) -> &D {
+        &self.draft
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SpeculativeConfig {
+        &self.config
+    }
+}
+
+/// Checks what a speculative decoder needs beyond [`check_batch`]: no repetition-aware
+/// resampling (its redraw is not a distribution the verifier can compare).
+pub(crate) fn check_sampler(sampler: &SamplerConfig) -> Result<()> {
+    if let Some(ras) = sampler.ras {
+        return Err(InferError::InvalidSetting {
+            name: "ras",
+            value: format!("window {} ratio {}", ras.window, ras.ratio),
+            expected: "off for speculative decoders (the redraw has no distribution to verify)"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// Runs a model call and charges its time to the sequences that take part, counting it as a
+/// target or a draft forward.
+pub(crate) fn charged<F>(
+    sequences: &mut [Sequence],
+    part: &[bool],
+    draft: bool,
+    call: F,
+) -> Result<Logits>
+where
+    F: FnOnce() -> Result<Logits>,
+{
+    let start = Instant::now();
+    let logits = call()?;
+    let elapsed = start.elapsed();
+    for (seq, _) in sequences.iter_mut().zip(part).filter(|(_, p)| **p) {
+        if draft {
+            seq.stats.draft_forwards += 1;
+        } else {
+            seq.stats.target_forwards += 1;
+        }
+        seq.stats.model_time += elapsed;
+    }
+    Ok(logits)
+}
+
+/// Per-sequence speculation state.
+struct Lane {
+    /// Emitted token not yet in the target cache.
+    pending_t: u32,
+    /// Emitted tokens not yet in the draft cache.
+    pending_d: Vec<u32>,
+    /// Current draft length.
+    gamma: usize,
+    /// Draft length of this step (capped by the tokens left, cut at a drafted EOS).
+    step_gamma: usize,
+    drafts: Vec<u32>,
+    draft_probs: Vec<Vec<f32>>,
+    draft_base: usize,
+}
+
+impl<M, D> Decoder<M> for SpeculativeDecoder<D>
+where
+    M: LanguageModel,
+    D: LanguageModel<Prompt = M::Prompt>,
+{
+    fn name(&self) -> String {
+        self.config.name()
+    }
+
+    fn generate(
+        &mut self,
+        model: &M,
+        requests: &[Request<M::Prompt>],
+        sampler: &SamplerConfig,
+    ) -> Result<Vec<Generation>> {
+        check_batch(requests, sampler)?;
+        check_sampler(sampler)?;
+        let draft = &self.draft;
+        let config = &self.config;
+        if draft.vocab_size() != model.vocab_size() {
+            return Err(InferError::ModelMismatch {
+                what: "vocabulary size",
+                target: model.vocab_size().to_string(),
+                draft: draft.vocab_size().to_string(),
+            });
+        }
+        if draft.eos_token() != model.eos_token() {
+            return Err(InferError::ModelMismatch {
+                what: "end-of-sequence token",
+                target: format!("{:?}", model.eos_token()),
+                draft: format!("{:?}", draft.eos_token()),
+            });
+        }
+        config.rule.validate(Some(model.vocab_size()))?;
+        let next = LogitsRequest::next_token();
+        let batch = requests.len();
+        let mut sequences = Sequence::for_batch(requests, model.eos_token());
+        let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
+        let mut target_cache = model.new_cache(batch, cache_capacity(model, requests, 1))?;
+        let mut draft_cache = draft.new_cache(batch, cache_capacity(draft, requests, 1))?;
+        let all = vec![true; batch];
+        let first = charged(&mut sequences, &all, false, || {
+            model.prefill(&mut target_cache, &prompts, LogitsRequest::heads_at_last(1))
+        })?;
+        charged(&mut sequences, &all, true, || {
+            draft.prefill(&mut draft_cache, &prompts, LogitsRequest::heads_at_last(1))
+        })?;
+        let mut lanes: Vec<Lane> = Vec::with_capacity(batch);
+        for (b, seq) in sequences.iter_mut().enumerate() {
+            let start = Instant::now();
+            let probs = sampler.distribution(first.row(b, 0, 0), &seq.tokens, seq.banned(0));
+            let token = sample(&probs, &mut seq.rng);
+            seq.push(token);
+            lanes.push(Lane {
+                pending_t: token,
+                pending_d: vec![token],
+                gamma: config.gamma,
+                step_gamma: 0,
+                drafts: Vec::new(),
+                draft_probs: Vec::new(),
+                draft_base: 0,
+            });
+            seq.stats.decoder_time += start.elapsed();
+        }
+
+        while sequences.iter().any(Sequence::is_active) {
+            // Draft phase: γ_b calls' worth of single-token extends (the first feeds pending_d).
+            for (b, (seq, lane)) in sequences.iter().zip(lanes.iter_mut()).enumerate() {
+                lane.drafts.clear();
+                lane.draft_probs.clear();
+                lane.step_gamma = if seq.is_active() {
+                    lane.gamma.min(seq.remaining().saturating_sub(1))
+                } else {
+                    0
+                };
+                lane.draft_base = draft.cache_len(&draft_cache, b);
+            }
+            let longest = lanes.iter().map(|l| l.step_gamma).max().unwrap_or(0);
+            for j in 0..longest {
+                let blocks: Vec<Vec<u32>> = lanes
+                    .iter()
+                    .map(|lane| match j {
+                        _ if j >= lane.step_gamma => Vec::new(),
+                        0 => lane.pending_d.clone(),
+                        _ => vec![lane.drafts[j - 1]],
+                    })
+                    .collect();
+                let part: Vec<bool> = blocks.iter().map(|b| !b.is_empty()).collect();
+                if !part.contains(&true) {
+                    break;
+                }
+                let logits = charged(&mut sequences, &part, true, || {
+                    draft.extend(&mut draft_cache, &blocks, next)
+                })?;
+                for (b, (seq, lane)) in sequences.iter_mut().zip(lanes.iter_mut()).enumerate() {
+                    if !part[b] {
+                        continue;
+                    }
+                    let start = Instant::now();
+                    let row = logits.row(b, blocks[b].len() - 1, 0);
+                    let history: Vec<u32> =
+                        seq.tokens.iter().chain(&lane.drafts).copied().collect();
+                    let probs = sampler.distribution(row, &history, seq.banned(j));
+                    let token = sample(&probs, &mut seq.rng);
+                    lane.drafts.push(token);
+                    lane.draft_probs.push(probs);
+                    if Some(token) == model.eos_token() {
+                        lane.step_gamma = j + 1;
+                    }
+                    seq.stats.decoder_time += start.elapsed();
+                }
+            }
+
+            // Target phase: one forward over [pending_t, drafts…] per active sequence.
+            let mut target_base = vec![0usize; batch];
+            let blocks: Vec<Vec<u32>> = sequences
+                .iter()
+                .zip(&lanes)
+                .enumerate()
+                .map(|(b, (seq, lane))| {
+                    if seq.is_active() {
+                        target_base[b] = model.cache_len(&target_cache, b);
+                        std::iter::once(lane.pending_t)
+                            .chain(lane.drafts.iter().copied())
+                            .collect()
+                    } else {
+                        Vec::new()
+                    }
+                })
+                .collect();
+            let part: Vec<bool> = blocks.iter().map(|b| !b.is_empty()).collect();
+            if !part.contains(&true) {
+                break;
+            }
+            let logits = charged(&mut sequences, &part, false, || {
+                model.extend(&mut target_cache, &blocks, next)
+            })?;
+
+            for (b, (seq, lane)) in sequences.iter_mut().zip(lanes.iter_mut()).enumerate() {
+                if !part[b] {
+                    continue;
+                }
+                let start = Instant::now();
+                let gamma = lane.drafts.len();
+                let mut history = seq.tokens.clone();
+                let mut target_probs = Vec::with_capacity(gamma + 1);
+                for i in 0..=gamma {
+                    let row = logits.row(b, i, 0);
+                    target_probs.push(sampler.distribution(row, &history, seq.banned(i)));
+                    if i < gamma {
+                        history.push(lane.drafts[i]);
+                    }
+                }
+                let verdict = verify(
+                    &config.rule,
+                    &lane.drafts,
+                    &lane.draft_probs,
+                    &target_probs,
+                    &mut seq.rng,
+                )?;
+                let accepted = verdict.accepted;
+                seq.stats.drafted += gamma;
+                seq.stats.accepted += accepted;
+                seq.stats.thinning_trials += verdict.trials;
+                for &x in &lane.drafts[..accepted] {
+                    seq.push(x);
+                }
+                seq.push(verdict.next);
+                // Roll both caches back to the kept tokens.
+                model.truncate(&mut target_cache, b, target_base[b] + 1 + accepted)?;
+                lane.pending_t = verdict.next;
+                if gamma > 0 {
+                    let in_draft = accepted.min(gamma - 1);
+                    let keep = lane.draft_base + lane.pending_d.len() + in_draft;
+                    draft.truncate(&mut draft_cache, b, keep)?;
+                    lane.pending_d = lane.drafts[in_draft..accepted].to_vec();
+                }
+                // (γ = 0: the draft model sat this step out and its pending tokens stay.)
+                lane.pending_d.push(verdict.next);
+                lane.gamma = config.next_gamma(lane.gamma, gamma, accepted);
+                seq.stats.decoder_time += start.elapsed();
+            }
+        }
+        tracing::debug!(batch, decoder = %self.config.name(), "speculative decoding finished");
+        Ok(sequences.into_iter().map(Sequence::finish).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adaptive_gamma_grows_by_two_and_shrinks_by_one() {
+        let config = SpeculativeConfig::new(2, AcceptanceRule::Exact).with_adaptive(5);
+        assert_eq!(config.next_gamma(2, 2, 2), 4);
+        assert_eq!(config.next_gamma(4, 4, 4), 5, "capped at max_gamma");
+        assert_eq!(config.next_gamma(4, 4, 1), 3);
+        assert_eq!(config.next_gamma(1, 1, 0), 1, "floor 1");
+        // a step that drafted nothing (last token of a sequence) leaves γ alone
+        assert_eq!(config.next_gamma(3, 0, 0), 3);
+        let fixed = SpeculativeConfig::new(3, AcceptanceRule::Exact);
+        assert_eq!(fixed.next_gamma(3, 3, 3), 3);
+        assert_eq!(fixed.next_gamma(3, 3, 0), 3);
+        assert_eq!(config.name(), "sd+adaptive");
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let err = SpeculativeConfig::new(0, AcceptanceRule::Exact)
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            InferError::InvalidSetting { name: "gamma", .. }
+        ));
+        let err = SpeculativeConfig::new(4, AcceptanceRule::Exact)
+            .with_adaptive(2)
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            InferError::InvalidSetting {
+                name: "max_gamma",
+                ..
+            }
+        ));
+        let err = SpeculativeConfig::new(
+            2,
+            AcceptanceRule::Typical {
+                eps: 0.0,
+                delta: 0.3,
+            },
+        )
+        .validate()
+        .unwrap_err();
+        assert!(err.to_string().contains("eps"), "{err}");
+    }
+}
