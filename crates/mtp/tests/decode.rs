@@ -106,9 +106,7 @@ fn a_batch_decodes_each_sequence_as_alone() {
     let mut decoders: Vec<Box<dyn Decoder<MtpModel>>> = vec![
         Box::new(ArDecoder::new()),
         Box::new(MtpDecoder::new(3).expect("mtp")),
-        Box::new(
-            MtpDecoder::with_viterbi(4, ViterbiConfig { top_k: 3 }, transitions).expect("viterbi"),
-        ),
+        Box::new(MtpDecoder::with_viterbi(4, ViterbiConfig::new(3), transitions).expect("viterbi")),
     ];
     for decoder in decoders.iter_mut() {
         let batched: Vec<Vec<u32>> = decoder

@@ -33,11 +33,11 @@ use crate::checkpoint::{
 use crate::config::{OptimConfig, TrainConfig};
 use crate::error::{Result, TrainError};
 use crate::metrics::{MetricsLog, MetricsRecord};
-use crate::weights::load_weights;
 use crate::params::{
     add_grads, assign_ids, grad_sq_norm, param_group, param_paths, scale_grads, select_params,
 };
 use crate::task::{Phase, TrainTask};
+use crate::weights::load_weights;
 
 /// What the observer sees after every step.
 #[derive(Debug, Clone)]

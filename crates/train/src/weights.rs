@@ -74,7 +74,8 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M> {
             } => write!(
                 detail,
                 "\n  shape of {path}: model {:?}, file {:?}",
-                expected.dims, found.dims
+                expected.as_slice(),
+                found.as_slice()
             ),
             other => write!(detail, "\n  {other:?}"),
         };
@@ -96,10 +97,12 @@ fn weights_err(path: &Path, detail: String) -> TrainError {
 pub fn write_model_config<C: Serialize>(dir: &Path, kind: &str, config: &C) -> Result<PathBuf> {
     std::fs::create_dir_all(dir).map_err(|e| TrainError::io(dir, e))?;
     let path = dir.join(CONFIG_FILE);
-    let mut value =
-        serde_json::to_value(config).map_err(|e| weights_err(&path, e.to_string()))?;
+    let mut value = serde_json::to_value(config).map_err(|e| weights_err(&path, e.to_string()))?;
     let Some(map) = value.as_object_mut() else {
-        return Err(weights_err(&path, "a model config must be a JSON object".into()));
+        return Err(weights_err(
+            &path,
+            "a model config must be a JSON object".into(),
+        ));
     };
     map.insert("kind".into(), kind.into());
     map.insert("voxspec_version".into(), env!("CARGO_PKG_VERSION").into());
