@@ -30,6 +30,9 @@ pub enum MtpError {
     /// The transformer core failed.
     #[error(transparent)]
     Nn(#[from] NnError),
+    /// Saving or loading a model directory failed.
+    #[error(transparent)]
+    Files(#[from] voxspec_train::TrainError),
     /// Reading a tensor back to the host failed.
     #[error("cannot read tensor data: {0}")]
     Readback(String),

@@ -10,6 +10,7 @@
 //! - [`NarConfig`] → [`NarModel`], [`NarTask`]: VALL-E's NAR stage filling RVQ layers
 //!   `1..n_q` from the text, the prompt and the layers below.
 
+pub mod checkpoint;
 pub mod error;
 pub mod lm;
 pub mod model;
@@ -17,6 +18,7 @@ pub mod nar;
 pub mod nar_train;
 pub mod train;
 
+pub use checkpoint::{MtpFile, NarFile, load_mtp, load_nar, save_mtp, save_nar};
 pub use error::{MtpError, Result};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};

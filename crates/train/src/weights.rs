@@ -51,7 +51,10 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M> {
         return Err(weights_err(path, "no such file".into()));
     }
     let mut module = module;
-    let mut store = SafetensorsStore::from_file(path);
+    // Collect every problem instead of stopping at the first kind: checked below.
+    let mut store = SafetensorsStore::from_file(path)
+        .validate(false)
+        .allow_partial(true);
     let applied = module
         .load_from(&mut store)
         .map_err(|e| weights_err(path, e.to_string()))?;
@@ -113,29 +116,50 @@ pub fn write_model_config<C: Serialize>(dir: &Path, kind: &str, config: &C) -> R
     Ok(path)
 }
 
-/// Reads `<dir>/config.json`, checks its `kind` is `expected`, and parses the rest as `C`.
+/// Reads `<dir>/config.json`, checks its `kind` is one of `expected`, and parses the rest as
+/// `C`. Returns the kind found and the config.
 ///
 /// # Errors
 /// [`TrainError::Weights`] naming the file when it is missing, not JSON, of another kind
-/// (both kinds named), or missing a field of `C`.
-pub fn read_model_config<C: DeserializeOwned>(dir: &Path, expected: &str) -> Result<C> {
+/// (the kind found and those expected named), or missing a field of `C`.
+pub fn read_model_config<C: DeserializeOwned>(
+    dir: &Path,
+    expected: &[&str],
+) -> Result<(String, C)> {
     let path = dir.join(CONFIG_FILE);
+    if !path.is_file() {
+        return Err(weights_err(
+            &path,
+            "no such file: not a voxspec model directory".into(),
+        ));
+    }
     let bytes = std::fs::read(&path).map_err(|e| TrainError::io(&path, e))?;
     let value: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| weights_err(&path, format!("not JSON: {e}")))?;
-    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-    if kind != expected {
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .unwrap_or("")
+        .to_string();
+    if !expected.contains(&kind.as_str()) {
         return Err(weights_err(
             &path,
             format!(
-                "this is a {} checkpoint; a {expected:?} model was expected",
+                "this is a {} checkpoint; expected {}",
                 if kind.is_empty() {
-                    "voxspec-less (no \"kind\")".to_string()
+                    "kind-less".to_string()
                 } else {
                     format!("{kind:?}")
-                }
+                },
+                expected
+                    .iter()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             ),
         ));
     }
-    serde_json::from_value(value).map_err(|e| weights_err(&path, format!("bad config: {e}")))
+    let config = serde_json::from_value(value)
+        .map_err(|e| weights_err(&path, format!("bad config: {e}")))?;
+    Ok((kind, config))
 }
