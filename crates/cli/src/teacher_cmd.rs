@@ -90,15 +90,15 @@ pub fn run(cmd: TeacherCommand) -> anyhow::Result<()> {
 
 /// A loaded teacher of either kind.
 enum AnyTeacher {
-    Ctc(CtcTeacher),
-    Hubert(HubertTeacher),
+    Ctc(Box<CtcTeacher>),
+    Hubert(Box<HubertTeacher>),
 }
 
 impl AnyTeacher {
     fn as_teacher(&self) -> &dyn SemanticTeacher {
         match self {
-            AnyTeacher::Ctc(t) => t,
-            AnyTeacher::Hubert(t) => t,
+            AnyTeacher::Ctc(t) => t.as_ref(),
+            AnyTeacher::Hubert(t) => t.as_ref(),
         }
     }
 
@@ -160,12 +160,15 @@ fn load_teacher(
             teacher = teacher.with_layer(layer)?;
         }
         let layer = teacher.layer();
-        Ok((AnyTeacher::Ctc(teacher), layer))
+        Ok((AnyTeacher::Ctc(Box::new(teacher)), layer))
     } else {
         let layer = layer.unwrap_or(LayerSelection::MeanOfAll);
         let model = Hubert::load(dir, device)
             .with_context(|| format!("loading the HuBERT teacher {}", dir.display()))?;
-        Ok((AnyTeacher::Hubert(HubertTeacher::new(model, layer)?), layer))
+        Ok((
+            AnyTeacher::Hubert(Box::new(HubertTeacher::new(model, layer)?)),
+            layer,
+        ))
     }
 }
 

@@ -189,13 +189,16 @@ fn read_header(path: &Path) -> Result<(FeatureStoreMeta, Vec<String>), CodecErro
     Ok((meta, ids))
 }
 
+/// Shards in order, each with the ids it holds.
+type ShardIndex = Vec<(PathBuf, Vec<String>)>;
+
 /// Checks that the shards of `split` agree with each other (and with `expected`, if given);
 /// returns the shards with their ids, and the store's metadata.
 fn index(
     dir: &Path,
     split: &str,
     expected: Option<&FeatureStoreMeta>,
-) -> Result<(Option<FeatureStoreMeta>, Vec<(PathBuf, Vec<String>)>), CodecError> {
+) -> Result<(Option<FeatureStoreMeta>, ShardIndex), CodecError> {
     let mut meta: Option<FeatureStoreMeta> = expected.cloned();
     let mut shards = Vec::new();
     let mut seen = HashSet::new();

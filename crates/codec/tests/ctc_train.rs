@@ -268,7 +268,7 @@ fn masked_crc32c(data: &[u8]) -> u32 {
         }
     }
     let crc = !crc;
-    ((crc >> 15) | (crc << 17)).wrapping_add(0xa282_ead8)
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
 }
 
 /// Protobuf fields of one message: (field number, wire type, payload).

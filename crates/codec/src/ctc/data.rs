@@ -217,6 +217,9 @@ pub struct CtcBatch {
     pub references: Vec<String>,
 }
 
+/// An epoch and its batches (lists of utterance indices).
+type EpochPlan = (usize, Arc<Vec<Vec<usize>>>);
+
 /// The batch plan of a split (see the module documentation).
 #[derive(Debug)]
 pub struct CtcBatches {
@@ -224,7 +227,7 @@ pub struct CtcBatches {
     bucket: BucketConfig,
     spec_augment: Option<SpecAugmentConfig>,
     /// The plan of the epoch asked for last.
-    plan: Mutex<Option<(usize, Arc<Vec<Vec<usize>>>)>>,
+    plan: Mutex<Option<EpochPlan>>,
 }
 
 impl CtcBatches {

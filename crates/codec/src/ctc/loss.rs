@@ -91,7 +91,7 @@ pub fn ctc_alignment(
     let inf = f64::NEG_INFINITY;
     let s_len = 2 * target.len() + 1;
     let label = |s: usize| -> usize {
-        if s % 2 == 0 {
+        if s.is_multiple_of(2) {
             blank as usize
         } else {
             target[s / 2] as usize
@@ -148,10 +148,10 @@ pub fn ctc_alignment(
     }
     for t in (0..frames - 1).rev() {
         let (now, after) = beta.split_at_mut((t + 1) * s_len);
-        let now = &mut now[t * s_len..];
+        let now = &mut now[t * s_len..]; // [s_len]
         let next = &after[..s_len];
         let emit = |s: usize| next[s] + lp(t + 1, label(s));
-        for s in 0..s_len {
+        for (s, slot) in now.iter_mut().enumerate() {
             let mut b = emit(s);
             if s + 1 < s_len {
                 b = log_add(b, emit(s + 1));
@@ -159,7 +159,7 @@ pub fn ctc_alignment(
             if s + 2 < s_len && can_skip(s + 2) {
                 b = log_add(b, emit(s + 2));
             }
-            now[s] = b;
+            *slot = b;
         }
     }
 
