@@ -7,7 +7,9 @@ mod bench_model;
 mod prepare;
 mod progress;
 mod stats;
+mod teacher_cmd;
 mod tokenizer;
+mod train_cmd;
 
 use std::process::ExitCode;
 
@@ -16,8 +18,9 @@ use clap::{Parser, Subcommand};
 /// Codec-language-model text-to-speech with a fast autoregressive stage.
 ///
 /// Pipeline: prepare → tokenizer train → codec train/extract → train → synthesize → bench → export.
-/// This build provides the data stages (prepare, tokenizer), audio utilities and the audio
-/// benchmark; the model stages arrive with later releases.
+/// This build provides the data stages (prepare, tokenizer), the CTC teacher (train ctc,
+/// teacher extract/transcribe), audio utilities and the audio benchmark; the other model
+/// stages arrive with later releases.
 #[derive(Debug, Parser)]
 #[command(name = "voxspec", version, propagate_version = true)]
 struct Cli {
@@ -41,6 +44,12 @@ enum Command {
     /// Inspect and convert audio files.
     #[command(subcommand)]
     Audio(audio_cmd::AudioCommand),
+    /// Train a model through the one training loop (checkpoints, resume, TensorBoard).
+    #[command(subcommand)]
+    Train(train_cmd::TrainCommand),
+    /// Semantic teachers: extract features of a corpus, transcribe and score (CER).
+    #[command(subcommand)]
+    Teacher(teacher_cmd::TeacherCommand),
     /// Benchmarks that write JSON reports.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -52,7 +61,9 @@ enum Command {
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let default = match verbose {
-        0 => "warn,voxspec=info,voxspec_cli=info,voxspec_data=info",
+        0 => {
+            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_train=info"
+        }
         1 => "info",
         2 => "debug",
         _ => "trace",
@@ -78,6 +89,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Prepare(args) => prepare::run(args),
         Command::Tokenizer(cmd) => tokenizer::run(cmd),
         Command::Audio(cmd) => audio_cmd::run(cmd),
+        Command::Train(cmd) => train_cmd::run(cmd),
+        Command::Teacher(cmd) => teacher_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),
     }

@@ -101,4 +101,29 @@ pub enum CodecError {
         /// The backend's message.
         reason: String,
     },
+    /// An argument does not have the size or values an operation needs.
+    #[error("invalid {what}: {reason}")]
+    InvalidInput {
+        /// What was passed (argument or tensor).
+        what: &'static str,
+        /// What is wrong, with the values involved.
+        reason: String,
+    },
+    /// Audio decoding, resampling or the log-mel front end failed (the message names the file).
+    #[error(transparent)]
+    Audio(#[from] voxspec_audio::AudioError),
+    /// Manifests, the tokenizer or bucketing failed (the message names the file or id).
+    #[error(transparent)]
+    Data(#[from] voxspec_data::DataError),
+    /// The transformer rejected its config or input.
+    #[error("transformer: {0}")]
+    Nn(#[from] voxspec_nn::NnError),
+    /// A feature store shard is malformed or does not match the store's settings.
+    #[error("feature store {path}: {reason}")]
+    FeatureStore {
+        /// The shard or directory.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
 }

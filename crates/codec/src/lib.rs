@@ -2,9 +2,12 @@
 //!
 //! This crate will hold the quantizers, the neural codecs, the semantic teachers their first
 //! quantizer is distilled from, and the vocoder. This release has the semantic teacher
-//! interface ([`SemanticTeacher`]) and its first implementation, HuBERT
-//! ([`Hubert`], [`HubertTeacher`]), which loads Hugging Face checkpoints such as
-//! `facebook/hubert-base-ls960` (`config.json` + `model.safetensors`).
+//! interface ([`SemanticTeacher`]) and two implementations: HuBERT ([`Hubert`],
+//! [`HubertTeacher`]), which loads Hugging Face checkpoints such as
+//! `facebook/hubert-base-ls960` (`config.json` + `model.safetensors`), and the supervised CTC
+//! teacher trained here ([`ctc`], [`CtcTeacher`]), which also transcribes speech for the
+//! character error rate ([`cer`]). Teacher features of a corpus are stored as safetensors
+//! shards ([`feature_store`]).
 //!
 //! ```no_run
 //! use burn::tensor::Device;
@@ -20,10 +23,17 @@
 //! # }
 //! ```
 
+pub mod ctc;
 pub mod error;
+pub mod feature_store;
 pub mod hubert;
 pub mod teacher;
 
+pub use ctc::{
+    CtcModel, CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, FrontendConfig, cer,
+    corpus_cer,
+};
 pub use error::CodecError;
+pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
 pub use teacher::{LayerSelection, SemanticTeacher};

@@ -1,0 +1,440 @@
+//! `voxspec train <model>`: training runs through the one training loop. `ctc` trains the
+//! supervised CTC teacher; the language models add their own subcommands here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::module::Module;
+use burn::tensor::Device;
+use clap::{Args, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use voxspec_codec::LayerSelection;
+use voxspec_codec::ctc::{
+    CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
+};
+use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
+use voxspec_train::{
+    LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer, list_checkpoints,
+};
+
+use crate::progress::Bar;
+
+#[derive(Debug, Subcommand)]
+pub enum TrainCommand {
+    /// Train the supervised CTC teacher (log-mel → characters) on prepared manifests.
+    Ctc(CtcArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Preset {
+    /// Width 32, 2 layers: for tests and smoke runs.
+    Tiny,
+    /// Width 144, 4 layers (≈ 1.2 M parameters): sized for 2 CPU cores and the bundled corpus.
+    Small,
+    /// Width 384, 12 layers (≈ 21 M parameters): for LibriTTS.
+    Base,
+}
+
+/// Train the CTC teacher: conv subsampling + bidirectional transformer over 80-band log-mel
+/// (100 Hz in, 50 Hz out), CTC over the characters of the training transcripts.
+///
+/// Reads <DATA>/train.jsonl and <DATA>/dev.jsonl (from `voxspec prepare`). Writes into <OUT>:
+/// tokenizer.json (the character vocabulary) and task.json at the start; metrics.jsonl and
+/// TensorBoard events (`tensorboard --logdir <OUT>`) while training; checkpoint-NNNNNN/ every
+/// --checkpoint-every steps; at the end (or on Ctrl-C) the model as model.safetensors +
+/// config.json + tokenizer.json (loadable by `voxspec teacher`) and eval.json with the dev
+/// character error rate, which is also printed.
+///
+/// Ctrl-C finishes the current step, writes a checkpoint and the model, and exits 0 (a second
+/// Ctrl-C exits at once). `--resume` continues from the newest checkpoint with the saved task
+/// settings; a run directory with checkpoints is not reused without it.
+#[derive(Debug, Args)]
+pub struct CtcArgs {
+    /// Prepared data directory (train.jsonl, dev.jsonl).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Run directory.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Optimizer steps in total (a resumed run counts from its checkpoint).
+    #[arg(long, default_value_t = 3000)]
+    steps: usize,
+    /// At most this many utterances per batch.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// At most this many padded 100 Hz feature frames per batch (items × longest).
+    #[arg(long, default_value_t = 24000)]
+    max_frames: usize,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "small")]
+    preset: Preset,
+    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
+    #[arg(long, default_value_t = 2e-3)]
+    lr: f64,
+    /// Warm-up steps.
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// Validate (dev loss and CER) every this many steps (0: never).
+    #[arg(long, default_value_t = 200)]
+    valid_every: usize,
+    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
+    #[arg(long, default_value_t = 500)]
+    checkpoint_every: usize,
+    /// Write metrics every this many steps.
+    #[arg(long, default_value_t = 10)]
+    log_every: usize,
+    /// Seed of initialisation, batch order and SpecAugment.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Hidden state saved as the default feature layer (default: the last layer).
+    #[arg(long, value_name = "L")]
+    feature_layer: Option<usize>,
+    /// Turn SpecAugment off.
+    #[arg(long)]
+    no_spec_augment: bool,
+    /// Continue from the newest checkpoint in --out.
+    #[arg(long)]
+    resume: bool,
+}
+
+/// What `--resume` needs besides the checkpoint: the task settings of the run.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunFile {
+    preset: Preset,
+    task: CtcTaskConfig,
+}
+
+/// The dev score written to `eval.json`.
+#[derive(Debug, Serialize)]
+struct Eval {
+    split: String,
+    step: usize,
+    utterances: usize,
+    cer: f64,
+    counts: ErrorCounts,
+    train_seconds: f64,
+}
+
+pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
+    match cmd {
+        TrainCommand::Ctc(args) => ctc(args),
+    }
+}
+
+fn read_split(data: &Path, split: &str, required: bool) -> anyhow::Result<Vec<Utterance>> {
+    let path = data.join(format!("{split}.jsonl"));
+    if !path.is_file() && !required {
+        return Ok(Vec::new());
+    }
+    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
+}
+
+fn ctc(args: CtcArgs) -> anyhow::Result<()> {
+    let train = read_split(&args.data, "train", true)?;
+    anyhow::ensure!(
+        !train.is_empty(),
+        "{} has no utterances",
+        args.data.join("train.jsonl").display()
+    );
+    let dev = read_split(&args.data, "dev", false)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let run_file = args.out.join("task.json");
+    let tokenizer_file = args.out.join("tokenizer.json");
+    let has_checkpoints = !list_checkpoints(&args.out)?.is_empty();
+    if has_checkpoints && !args.resume {
+        bail!(
+            "{} already holds checkpoints: pass --resume to continue that run, or choose \
+             another --out",
+            args.out.display()
+        );
+    }
+    let (tokenizer, run) = if has_checkpoints {
+        let run: RunFile = serde_json::from_slice(
+            &std::fs::read(&run_file).with_context(|| format!("reading {}", run_file.display()))?,
+        )
+        .with_context(|| format!("parsing {}", run_file.display()))?;
+        if run.preset != args.preset {
+            tracing::warn!(
+                saved = ?run.preset,
+                given = ?args.preset,
+                "--preset ignored: resuming with the run's saved model"
+            );
+        }
+        (TextTokenizer::load(&tokenizer_file)?, run)
+    } else {
+        if args.resume {
+            tracing::warn!(
+                "--resume: no checkpoint in {}, starting a new run",
+                args.out.display()
+            );
+        }
+        let tokenizer = TextTokenizer::train(
+            train.iter().map(|u| u.text.as_str()),
+            TokenizerKind::Char,
+            &Normalization::default(),
+        )?;
+        tokenizer.save(&tokenizer_file)?;
+        let vocab = tokenizer.vocab_size();
+        let model = match args.preset {
+            Preset::Tiny => CtcModelConfig::tiny(vocab),
+            Preset::Small => CtcModelConfig::small(vocab),
+            Preset::Base => CtcModelConfig::base(vocab),
+        };
+        let task = CtcTaskConfig::new(model)
+            .with_batch_size(args.batch)
+            .with_max_batch_frames(args.max_frames)
+            .with_seed(args.seed)
+            .with_spec_augment((!args.no_spec_augment).then(SpecAugmentConfig::new));
+        let run = RunFile {
+            preset: args.preset,
+            task,
+        };
+        voxspec_data::write_atomic(&run_file, serde_json::to_string_pretty(&run)?.as_bytes())?;
+        (tokenizer, run)
+    };
+    let model_config = run.task.model.clone();
+    let frontend = run.task.frontend.clone();
+    let n_layers = model_config.encoder.n_layers;
+    let feature_layer = args.feature_layer.unwrap_or(n_layers);
+    anyhow::ensure!(
+        feature_layer <= n_layers,
+        "--feature-layer {feature_layer}: the model has hidden states 0..={n_layers}"
+    );
+
+    let (task, reports) = CtcTask::new(
+        run.task,
+        tokenizer.clone(),
+        &train,
+        (!dev.is_empty()).then_some(dev.as_slice()),
+        &Bar::new(),
+    )?;
+    for (split, report) in ["train", "dev"].iter().zip(&reports) {
+        println!(
+            "{split}: {} utterances{}{}",
+            report.kept,
+            if report.too_short.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} left out (transcript too long for the audio)",
+                    report.too_short.len()
+                )
+            },
+            if report.cached {
+                ", features cached"
+            } else {
+                ""
+            }
+        );
+    }
+
+    let config = TrainConfig {
+        seed: args.seed,
+        max_steps: args.steps,
+        optimizer: OptimConfig {
+            lr: args.lr,
+            warmup_steps: args.warmup,
+            schedule: LrSchedule::Cosine {
+                decay_steps: args.steps.saturating_sub(args.warmup).max(1),
+                min_lr: args.lr * 0.05,
+            },
+            clip_grad_norm: Some(5.0),
+            ..OptimConfig::default()
+        },
+        log_every: args.log_every.max(1),
+        valid_every: args.valid_every,
+        checkpoint_every: args.checkpoint_every,
+        tensorboard: true,
+        ..TrainConfig::default()
+    };
+    let device = Device::flex();
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone())?;
+    let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);
+    let started = Instant::now();
+    let mut observer = StepBar::new(args.steps);
+    let outcome = trainer.run(&mut observer)?;
+    observer.bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+
+    let model = outcome.model.valid();
+    let teacher = CtcTeacher::new(
+        model_config,
+        model,
+        frontend,
+        tokenizer,
+        LayerSelection::Index(feature_layer),
+    )?;
+    teacher.save(&args.out)?;
+    if outcome.stopped {
+        println!(
+            "stopped at step {} after {:.0} s; checkpoint {}; continue with --resume",
+            outcome.step,
+            seconds,
+            outcome
+                .last_checkpoint
+                .as_ref()
+                .map_or_else(|| "none".into(), |p| p.display().to_string())
+        );
+    } else {
+        println!("trained {} steps in {:.0} s", outcome.step, seconds);
+    }
+    println!("model: {}", args.out.join("model.safetensors").display());
+    if dev.is_empty() {
+        println!("no dev split: no CER computed");
+        return Ok(());
+    }
+    let counts = score_manifest(&teacher, &dev, 16, None)?;
+    let eval = Eval {
+        split: "dev".into(),
+        step: outcome.step,
+        utterances: dev.len(),
+        cer: counts.rate(),
+        counts,
+        train_seconds: seconds,
+    };
+    voxspec_data::write_atomic(
+        &args.out.join("eval.json"),
+        serde_json::to_string_pretty(&eval)?.as_bytes(),
+    )?;
+    println!(
+        "dev CER: {:.2}% ({} edits / {} characters, {} utterances)",
+        100.0 * eval.cer,
+        counts.edits(),
+        counts.reference_len,
+        dev.len()
+    );
+    Ok(())
+}
+
+/// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.
+fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            eprintln!("interrupted again: exiting without a checkpoint");
+            std::process::exit(130);
+        }
+        eprintln!("stopping after this step (checkpoint and model will be written)...");
+    })
+    .context("installing the Ctrl-C handler")
+}
+
+/// Transcribes every utterance of `utterances` with `teacher` (batches of `batch`), returns
+/// the summed error counts and, when `per_utterance` is given, one line per utterance.
+pub fn score_manifest(
+    teacher: &CtcTeacher,
+    utterances: &[Utterance],
+    batch: usize,
+    mut per_utterance: Option<&mut Vec<serde_json::Value>>,
+) -> anyhow::Result<ErrorCounts> {
+    use rayon::prelude::*;
+    use voxspec_codec::SemanticTeacher;
+    let rate = teacher.sample_rate();
+    let bar = Bar::with_len(utterances.len() as u64, "transcribe");
+    let mut total = ErrorCounts::default();
+    for chunk in utterances.chunks(batch.max(1)) {
+        let waves = chunk
+            .par_iter()
+            .map(|u| {
+                voxspec_audio::load_resampled(Path::new(&u.path), rate)
+                    .map(|a| a.samples)
+                    .with_context(|| format!("utterance {}", u.id))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let refs: Vec<&[f32]> = waves.iter().map(Vec::as_slice).collect();
+        let hyps = teacher.transcribe_batch(&refs)?;
+        for (u, hyp) in chunk.iter().zip(hyps) {
+            let reference = teacher.normalize(&u.text)?;
+            let counts = ErrorCounts::between(&hyp, &reference);
+            total += counts;
+            if let Some(lines) = per_utterance.as_deref_mut() {
+                lines.push(serde_json::json!({
+                    "id": u.id,
+                    "reference": reference,
+                    "hypothesis": hyp,
+                    "edits": counts.edits(),
+                    "chars": counts.reference_len,
+                    "cer": counts.rate(),
+                }));
+            }
+        }
+        voxspec_data::Progress::inc(&bar, chunk.len() as u64);
+    }
+    voxspec_data::Progress::finish(&bar);
+    Ok(total)
+}
+
+/// The training progress bar: steps, ETA, the latest loss and dev CER.
+struct StepBar {
+    bar: ProgressBar,
+    started: bool,
+    valid: Option<String>,
+}
+
+impl StepBar {
+    fn new(steps: usize) -> Self {
+        let bar = ProgressBar::new(steps as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>6} [{bar:30.cyan/blue}] {pos}/{len} ({per_sec}, eta {eta}) {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("train");
+        Self {
+            bar,
+            started: false,
+            valid: None,
+        }
+    }
+}
+
+impl TrainObserver for StepBar {
+    fn on_step(&mut self, report: &StepReport) {
+        if !self.started {
+            // Resumed runs start part-way: the ETA counts from here.
+            self.bar.set_position(report.step.saturating_sub(1) as u64);
+            self.bar.reset_eta();
+            self.started = true;
+        }
+        self.bar.set_position(report.step as u64);
+        let loss = report.values.get("loss").copied().unwrap_or(f64::NAN);
+        let valid = self.valid.as_deref().unwrap_or("");
+        let message = format!("loss {loss:.3} epoch {}{valid}", report.epoch);
+        if self.bar.is_hidden() {
+            // Not a terminal (a log file): a plain line now and then instead of the bar.
+            if report.step.is_multiple_of(100) || report.step == report.max_steps {
+                eprintln!("step {}/{}: {message}", report.step, report.max_steps);
+            }
+        } else {
+            self.bar.set_message(message);
+        }
+    }
+
+    fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
+        let loss = values.get("loss").copied().unwrap_or(f64::NAN);
+        let cer = values.get("cer").copied().unwrap_or(f64::NAN);
+        self.valid = Some(format!(" | dev loss {loss:.3} CER {:.1}%", 100.0 * cer));
+        let line = format!(
+            "step {step}: dev loss {loss:.3}, dev CER {:.2}% (mean over batches)",
+            100.0 * cer
+        );
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    fn on_checkpoint(&mut self, step: usize, dir: &Path) {
+        tracing::debug!(step, dir = %dir.display(), "checkpoint");
+    }
+}

@@ -1,0 +1,425 @@
+//! A trained CTC model ready for use: front end + model + character vocabulary, loaded from
+//! (and saved to) a directory, as a [`SemanticTeacher`] and as a transcriber for CER scoring.
+//!
+//! ```text
+//! <dir>/
+//!   config.json        {"kind": "ctc", "voxspec_version", "model": CtcModelConfig,
+//!                       "frontend": FrontendConfig, "feature_layer": L}
+//!   model.safetensors  weights under their module paths (conv_in.weight, encoder.blocks.0…)
+//!   tokenizer.json     the character vocabulary (Hugging Face format, normaliser inside);
+//!                      id 0 (`<pad>`) is the CTC blank, id 1 (`<unk>`) unknown characters
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use burn::store::{ModuleSnapshot, SafetensorsStore};
+use burn::tensor::activation::log_softmax;
+use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
+use voxspec_data::TextTokenizer;
+
+use super::cer::ErrorCounts;
+use super::decode::greedy_decode;
+use super::frontend::{Frontend, FrontendConfig};
+use super::model::{BLANK, CtcModel, CtcModelConfig};
+use crate::error::CodecError;
+use crate::teacher::{LayerSelection, SemanticTeacher};
+
+/// `kind` written in a CTC teacher's `config.json`.
+pub const CTC_KIND: &str = "ctc";
+/// Config file name inside a teacher directory.
+pub const CONFIG_FILE: &str = "config.json";
+/// Weight file name inside a teacher directory.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// Vocabulary file name inside a teacher directory.
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// The contents of a CTC teacher's `config.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CtcTeacherFile {
+    /// Always [`CTC_KIND`].
+    pub kind: String,
+    /// Version of voxspec that wrote the directory.
+    pub voxspec_version: String,
+    /// The model.
+    pub model: CtcModelConfig,
+    /// The front end.
+    pub frontend: FrontendConfig,
+    /// Default hidden state used as features (0..=n_layers).
+    pub feature_layer: usize,
+}
+
+/// A trained CTC model with its front end and vocabulary.
+#[derive(Debug, Clone)]
+pub struct CtcTeacher {
+    config: CtcModelConfig,
+    model: CtcModel,
+    frontend: Frontend,
+    tokenizer: TextTokenizer,
+    layer: LayerSelection,
+    device: Device,
+}
+
+impl CtcTeacher {
+    /// Wraps a model; `layer` picks the features of [`SemanticTeacher::features`].
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidConfig`] when the vocabulary size differs from the model's, and
+    /// [`CodecError::LayerOutOfRange`] for a layer above `n_layers`.
+    pub fn new(
+        config: CtcModelConfig,
+        model: CtcModel,
+        frontend: FrontendConfig,
+        tokenizer: TextTokenizer,
+        layer: LayerSelection,
+    ) -> Result<Self, CodecError> {
+        if tokenizer.vocab_size() != model.vocab_size() {
+            return Err(CodecError::InvalidConfig {
+                field: "vocab_size",
+                reason: format!(
+                    "the tokenizer has {} tokens but the model {} classes",
+                    tokenizer.vocab_size(),
+                    model.vocab_size()
+                ),
+            });
+        }
+        if frontend.n_mels != config.n_mels {
+            return Err(CodecError::InvalidConfig {
+                field: "n_mels",
+                reason: format!(
+                    "the front end gives {} bands but the model reads {}",
+                    frontend.n_mels, config.n_mels
+                ),
+            });
+        }
+        let device = model.head.weight.val().device();
+        let teacher = Self {
+            config,
+            model,
+            frontend: frontend.init()?,
+            tokenizer,
+            layer: LayerSelection::MeanOfAll,
+            device,
+        };
+        teacher.with_layer(layer)
+    }
+
+    /// The same teacher with another feature layer.
+    ///
+    /// # Errors
+    /// [`CodecError::LayerOutOfRange`] for an index above `n_layers`.
+    pub fn with_layer(mut self, layer: LayerSelection) -> Result<Self, CodecError> {
+        let available = self.model.n_layers() + 1;
+        if let LayerSelection::Index(i) = layer
+            && i >= available
+        {
+            return Err(CodecError::LayerOutOfRange {
+                layer: i,
+                available,
+            });
+        }
+        self.layer = layer;
+        Ok(self)
+    }
+
+    /// Loads `<dir>/{config.json, model.safetensors, tokenizer.json}` onto `device`, with the
+    /// feature layer saved in the config.
+    ///
+    /// # Errors
+    /// Missing or malformed files (named), a config of another kind, weights that do not fit.
+    pub fn load(dir: impl AsRef<Path>, device: &Device) -> Result<Self, CodecError> {
+        let dir = dir.as_ref();
+        let file = read_teacher_file(dir)?;
+        let mut model = file.model.init(device)?;
+        let weights = dir.join(WEIGHTS_FILE);
+        if !weights.is_file() {
+            return Err(CodecError::Io {
+                path: weights,
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            });
+        }
+        let mut store = SafetensorsStore::from_file(&weights);
+        let applied = model
+            .load_from(&mut store)
+            .map_err(|e| CodecError::Safetensors {
+                path: weights.clone(),
+                reason: e.to_string(),
+            })?;
+        if !applied.errors.is_empty() || !applied.missing.is_empty() {
+            return Err(CodecError::Safetensors {
+                path: weights,
+                reason: applied.to_string(),
+            });
+        }
+        let tokenizer = TextTokenizer::load(&dir.join(TOKENIZER_FILE))?;
+        Self::new(
+            file.model,
+            model,
+            file.frontend,
+            tokenizer,
+            LayerSelection::Index(file.feature_layer),
+        )
+    }
+
+    /// Writes the teacher into `dir` (created if needed); the weights are written to a
+    /// temporary file first and renamed into place.
+    ///
+    /// # Errors
+    /// [`CodecError::Io`] or [`CodecError::Safetensors`] naming the file.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<(), CodecError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|source| CodecError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let feature_layer = match self.layer {
+            LayerSelection::Index(i) => i,
+            LayerSelection::MeanOfAll => self.model.n_layers(),
+        };
+        let file = CtcTeacherFile {
+            kind: CTC_KIND.into(),
+            voxspec_version: env!("CARGO_PKG_VERSION").into(),
+            model: self.config.clone(),
+            frontend: self.frontend.config().clone(),
+            feature_layer,
+        };
+        let config_path = dir.join(CONFIG_FILE);
+        let json =
+            serde_json::to_string_pretty(&file).map_err(|source| CodecError::ConfigParse {
+                path: config_path.clone(),
+                source,
+            })?;
+        voxspec_data::write_atomic(&config_path, json.as_bytes())?;
+        self.tokenizer.save(&dir.join(TOKENIZER_FILE))?;
+        let weights = dir.join(WEIGHTS_FILE);
+        let tmp = dir.join(format!(".{WEIGHTS_FILE}.tmp"));
+        let mut store = SafetensorsStore::from_file(&tmp).overwrite(true);
+        self.model
+            .save_into(&mut store)
+            .map_err(|e| CodecError::Safetensors {
+                path: tmp.clone(),
+                reason: e.to_string(),
+            })?;
+        std::fs::rename(&tmp, &weights).map_err(|source| CodecError::Io {
+            path: weights,
+            source,
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &CtcModel {
+        &self.model
+    }
+
+    /// The model config.
+    pub fn model_config(&self) -> &CtcModelConfig {
+        &self.config
+    }
+
+    /// The front end.
+    pub fn frontend(&self) -> &Frontend {
+        &self.frontend
+    }
+
+    /// The character vocabulary.
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// The feature layer.
+    pub fn layer(&self) -> LayerSelection {
+        self.layer
+    }
+
+    /// Text as the teacher writes it (the tokenizer's normalisation): compare transcripts
+    /// with references normalised this way.
+    ///
+    /// # Errors
+    /// [`CodecError::Data`] if the normaliser fails.
+    pub fn normalize(&self, text: &str) -> Result<String, CodecError> {
+        Ok(self.tokenizer.normalize(text)?)
+    }
+
+    /// Padded front-end features of several waveforms on the teacher's device.
+    ///
+    /// # Shapes
+    /// `waves`: `batch` slices → `[batch, frames, n_mels]` and the valid frames of each.
+    fn batch_features(&self, waves: &[&[f32]]) -> Result<(Tensor<3>, Vec<usize>), CodecError> {
+        let min = 1;
+        let feats: Vec<Vec<f32>> = waves
+            .iter()
+            .map(|w| {
+                if w.len() < min {
+                    Err(CodecError::WaveTooShort {
+                        samples: w.len(),
+                        min,
+                    })
+                } else {
+                    Ok(self.frontend.features(w))
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        let n_mels = self.frontend.n_mels();
+        let lengths: Vec<usize> = feats.iter().map(|f| f.len() / n_mels).collect();
+        let frames = lengths.iter().copied().max().unwrap_or(0);
+        let mut data = vec![0.0f32; waves.len() * frames * n_mels];
+        for (b, f) in feats.iter().enumerate() {
+            data[b * frames * n_mels..b * frames * n_mels + f.len()].copy_from_slice(f);
+        }
+        let x = Tensor::<3>::from_data(
+            TensorData::new(data, [waves.len(), frames, n_mels]),
+            &self.device,
+        );
+        Ok((x, lengths))
+    }
+
+    /// Greedy transcripts of several waveforms (at [`SemanticTeacher::sample_rate`]), batched.
+    ///
+    /// # Errors
+    /// [`CodecError::WaveTooShort`] for an empty waveform, and model
+    /// errors (e.g. audio longer than `max_seq_len` frames).
+    pub fn transcribe_batch(&self, waves: &[&[f32]]) -> Result<Vec<String>, CodecError> {
+        if waves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (x, lengths) = self.batch_features(waves)?;
+        let out = self.model.forward(x, &lengths)?;
+        let ids = greedy_decode(out.logits, &out.lengths, BLANK)?;
+        ids.iter()
+            .map(|ids| Ok(self.tokenizer.decode(ids)?))
+            .collect()
+    }
+
+    /// Greedy transcript of one waveform.
+    ///
+    /// # Errors
+    /// As [`CtcTeacher::transcribe_batch`].
+    pub fn transcribe(&self, wave: &[f32]) -> Result<String, CodecError> {
+        Ok(self
+            .transcribe_batch(&[wave])?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    /// Transcribes `wave` and counts its character errors against `reference` (normalised
+    /// first). Returns the transcript and the counts.
+    ///
+    /// # Errors
+    /// As [`CtcTeacher::transcribe`].
+    pub fn score(
+        &self,
+        wave: &[f32],
+        reference: &str,
+    ) -> Result<(String, ErrorCounts), CodecError> {
+        let hyp = self.transcribe(wave)?;
+        let counts = ErrorCounts::between(&hyp, &self.normalize(reference)?);
+        Ok((hyp, counts))
+    }
+
+    /// Frame log-probabilities of one waveform.
+    ///
+    /// # Shapes
+    /// `wave: [samples]` → `[frames, vocab]` at 50 Hz.
+    ///
+    /// # Errors
+    /// As [`CtcTeacher::transcribe`].
+    pub fn log_probs(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+        let (x, lengths) = self.batch_features(&[wave])?;
+        let out = self.model.forward(x, &lengths)?;
+        Ok(log_softmax(out.logits, 2).squeeze_dim::<2>(0))
+    }
+
+    /// Features of several waveforms at the teacher's layer, batched; one `[frames, dim]`
+    /// tensor per waveform.
+    ///
+    /// # Errors
+    /// As [`SemanticTeacher::features`].
+    pub fn features_batch(&self, waves: &[&[f32]]) -> Result<Vec<Tensor<2>>, CodecError> {
+        if waves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (x, lengths) = self.batch_features(waves)?;
+        let (hidden, out_lengths) = match self.layer {
+            LayerSelection::Index(i) => self.model.hidden(x, &lengths, i)?,
+            LayerSelection::MeanOfAll => {
+                let n = self.model.n_layers();
+                let (mut sum, out_lengths) = self.model.hidden(x.clone(), &lengths, 0)?;
+                for i in 1..=n {
+                    sum = sum + self.model.hidden(x.clone(), &lengths, i)?.0;
+                }
+                (sum.div_scalar((n + 1) as f64), out_lengths)
+            }
+        };
+        let dim = self.model.d_model();
+        Ok(out_lengths
+            .iter()
+            .enumerate()
+            .map(|(b, &len)| {
+                // [1, len, dim] → [len, dim]
+                hidden
+                    .clone()
+                    .slice([b..b + 1, 0..len, 0..dim])
+                    .squeeze_dim::<2>(0)
+            })
+            .collect())
+    }
+}
+
+impl SemanticTeacher for CtcTeacher {
+    fn sample_rate(&self) -> u32 {
+        self.frontend.config().sample_rate
+    }
+
+    fn frame_rate(&self) -> f32 {
+        let c = self.frontend.config();
+        c.sample_rate as f32 / (2 * c.hop_length) as f32
+    }
+
+    fn dim(&self) -> usize {
+        self.model.d_model()
+    }
+
+    fn num_frames(&self, samples: usize) -> usize {
+        self.model.output_frames(self.frontend.num_frames(samples))
+    }
+
+    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+        self.features_batch(&[wave])?
+            .into_iter()
+            .next()
+            .ok_or(CodecError::InvalidInput {
+                what: "ctc features",
+                reason: "no output for one waveform".into(),
+            })
+    }
+}
+
+/// Reads and checks `<dir>/config.json` of a CTC teacher.
+///
+/// # Errors
+/// [`CodecError::Io`], [`CodecError::ConfigParse`], or [`CodecError::InvalidConfig`] when the
+/// `kind` is not [`CTC_KIND`].
+pub fn read_teacher_file(dir: &Path) -> Result<CtcTeacherFile, CodecError> {
+    let path: PathBuf = dir.join(CONFIG_FILE);
+    let bytes = std::fs::read(&path).map_err(|source| CodecError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let file: CtcTeacherFile =
+        serde_json::from_slice(&bytes).map_err(|source| CodecError::ConfigParse {
+            path: path.clone(),
+            source,
+        })?;
+    if file.kind != CTC_KIND {
+        return Err(CodecError::InvalidConfig {
+            field: "kind",
+            reason: format!(
+                "{} has kind {:?}, expected {CTC_KIND:?}",
+                path.display(),
+                file.kind
+            ),
+        });
+    }
+    Ok(file)
+}
