@@ -22,8 +22,16 @@
 
 pub mod error;
 pub mod hubert;
+pub mod losses;
+pub mod quant;
+pub mod speechtokenizer;
 pub mod teacher;
 
 pub use error::CodecError;
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
+pub use quant::{
+    EuclideanCodebook, Quantizer, QuantizerMetrics, QuantizerOutput, ResidualVectorQuantizer,
+    VectorQuantizer,
+};
+pub use speechtokenizer::{CodecOutput, SpeechTokenizer, SpeechTokenizerConfig};
 pub use teacher::{LayerSelection, SemanticTeacher};
