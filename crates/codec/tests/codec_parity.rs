@@ -180,7 +180,7 @@ fn config_that_does_not_match_the_weights_lists_names_and_shapes() {
         "{msg}"
     );
 
-    let dir = edited(|c| c["semantic_dimension"] = 16.into(), |_| {});
+    let dir = edited(|c| c["semantic_dimension"] = 10.into(), |_| {});
     let msg = SpeechTokenizer::load(dir.path(), &device)
         .unwrap_err()
         .to_string();

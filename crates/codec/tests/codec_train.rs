@@ -8,12 +8,12 @@ use std::sync::{Mutex, MutexGuard};
 
 use burn::tensor::{Device, Tensor};
 use voxspec_codec::SpeechTokenizer;
+use voxspec_codec::SpeechTokenizerConfig;
 use voxspec_codec::losses::MelLossConfig;
 use voxspec_codec::speechtokenizer::SeanetConfig;
 use voxspec_codec::speechtokenizer::train::{
     CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
 };
-use voxspec_codec::SpeechTokenizerConfig;
 use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
 
 /// Flex's RNG is process-global: runs that seed it must not interleave.

@@ -27,7 +27,8 @@ fn matrix(rows: &[[f32; 2]], device: &Device) -> Tensor<2> {
     Tensor::from_data(TensorData::new(flat, [rows.len(), 2]), device)
 }
 
-/// A 2-d codebook with the given codes, EMA state `embed_avg = embed`, `cluster_size = sizes`.
+/// A 2-d codebook with the given codes and a consistent EMA state: `cluster_size = sizes`,
+/// `embed_avg = sizes · embed`.
 fn codebook(
     codes: &[[f32; 2]],
     sizes: &[f32],
@@ -41,8 +42,14 @@ fn codebook(
         .with_threshold_ema_dead_code(threshold)
         .init(device);
     let embed = matrix(codes, device);
-    cb.embed = burn::module::Param::initialized(cb.embed.id, embed.clone()).set_require_grad(false);
-    cb.embed_avg = burn::module::Param::initialized(cb.embed_avg.id, embed).set_require_grad(false);
+    let sums: Vec<[f32; 2]> = codes
+        .iter()
+        .zip(sizes)
+        .map(|(c, n)| [c[0] * n, c[1] * n])
+        .collect();
+    cb.embed = burn::module::Param::initialized(cb.embed.id, embed).set_require_grad(false);
+    cb.embed_avg = burn::module::Param::initialized(cb.embed_avg.id, matrix(&sums, device))
+        .set_require_grad(false);
     cb.cluster_size = burn::module::Param::initialized(
         cb.cluster_size.id,
         Tensor::from_data(TensorData::new(sizes.to_vec(), [sizes.len()]), device),
@@ -77,8 +84,8 @@ fn ema_update_follows_the_formulas() {
     let avg = [
         (1.0 - d) * 2.0,
         (1.0 - d) * 2.0,
-        d * 10.0 + (1.0 - d) * 9.0,
-        d * 10.0 + (1.0 - d) * 11.0,
+        d * 40.0 + (1.0 - d) * 9.0,
+        d * 40.0 + (1.0 - d) * 11.0,
     ];
     assert_all_close(&floats(cb.embed_avg.val()), &avg, 1e-5, "embed_avg");
     // embed = embed_avg / smoothed size, smoothed = (n + ε) / (Σn + Kε) · Σn.

@@ -16,7 +16,8 @@
 //!
 //! One EMA update ([`EuclideanCodebook::ema_update`]) on a batch `x` `[N, D]`:
 //! 1. if `inited = 0`: k-means (`kmeans_iters` Lloyd iterations from `K` seeded batch samples)
-//!    sets `embed = embed_avg = means`, `cluster_size = bin counts`, `inited = 1`;
+//!    sets `embed = means`, `cluster_size = n_k` (cluster sizes), `embed_avg = n_k · means`,
+//!    `inited = 1`;
 //! 2. codes `c = argmin_k ‖x − e_k‖²` with the current `embed`;
 //! 3. `cluster_size ← d·cluster_size + (1−d)·count_k`, `embed_avg ← d·embed_avg + (1−d)·Σ_{c=k} x`;
 //! 4. `embed = embed_avg / ñ_k` with Laplace smoothing
@@ -79,16 +80,16 @@ pub struct CodebookSettings {
 }
 
 impl EuclideanCodebookConfig {
-    /// A codebook with random codes (`N(0, 1/D)`), `embed_avg = embed`, zero cluster sizes,
-    /// and `inited = 0` when k-means initialisation is on.
+    /// A codebook with random codes (`N(0, 1/D)`), zero EMA statistics (`embed_avg`,
+    /// `cluster_size`), and `inited = 0` when k-means initialisation is on.
     pub fn init(&self, device: &Device) -> EuclideanCodebook {
         let (k, d) = (self.codebook_size, self.dim);
         let std = 1.0 / (d.max(1) as f64).sqrt();
         let embed: Tensor<2> = Tensor::random([k, d], Distribution::Normal(0.0, std), device);
         let inited = if self.kmeans_init { 0.0 } else { 1.0 };
         EuclideanCodebook {
-            embed: buffer(embed.clone()),
-            embed_avg: buffer(embed),
+            embed: buffer(embed),
+            embed_avg: buffer(Tensor::zeros([k, d], device)),
             cluster_size: buffer(Tensor::zeros([k], device)),
             inited: buffer(Tensor::from_data(
                 TensorData::new(vec![inited], [1]),
@@ -227,8 +228,11 @@ impl EuclideanCodebook {
         );
         if !self.is_initialized()? {
             let (means, bins) = kmeans(x.clone(), k, s.kmeans_iters, rng);
-            embed = means.clone();
-            embed_avg = means;
+            // embed_avg is an EMA of per-code sums, so it starts at means · sizes (EnCodec
+            // starts it at the means, which shrinks the codes for the first few hundred
+            // updates).
+            embed_avg = means.clone() * bins.clone().reshape([k, 1]);
+            embed = means;
             cluster_size = bins;
             report.initialized = true;
         }

@@ -226,6 +226,10 @@ impl Checkpoint<'_> {
         match self.file.read(name, shape) {
             Ok(t) => Some(t),
             Err(e) => {
+                if let CodecError::ShapeMismatch { name, .. } = &e {
+                    // Reported here; not again as an unused tensor.
+                    self.file.used.insert(name.clone());
+                }
                 self.problems.push(e.to_string());
                 None
             }

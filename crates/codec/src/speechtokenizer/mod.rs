@@ -18,7 +18,7 @@
 mod layers;
 mod loader;
 mod seanet;
-// pub mod train;
+pub mod train;
 
 pub use layers::{
     LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d, SConvTranspose1dConfig,

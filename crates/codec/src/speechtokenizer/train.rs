@@ -117,7 +117,8 @@ impl CodecData {
     fn order(&self, epoch: usize) -> Vec<usize> {
         let n = self.utterances.len();
         let mut order: Vec<usize> = (0..n).collect();
-        let mut rng = SplitMix64::new(self.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng =
+            SplitMix64::new(self.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         for i in (1..n).rev() {
             order.swap(i, rng.below(i + 1));
         }
@@ -143,10 +144,11 @@ impl BatchSource<CodecBatch> for CodecData {
             .collect();
         let frames = self.segment / self.hop;
         let mut wave = vec![0.0f32; self.batch_size * self.segment];
-        let with_teacher = picks
-            .iter()
-            .all(|&u| self.utterances[u].teacher.is_some());
-        let dim = self.utterances[picks[0]].teacher.as_ref().map_or(0, |t| t.2);
+        let with_teacher = picks.iter().all(|&u| self.utterances[u].teacher.is_some());
+        let dim = self.utterances[picks[0]]
+            .teacher
+            .as_ref()
+            .map_or(0, |t| t.2);
         let mut teacher = vec![0.0f32; self.batch_size * frames * dim];
         for (b, &u) in picks.iter().enumerate() {
             let utt = &self.utterances[u];
@@ -240,7 +242,9 @@ impl TrainTask for CodecTrainTask {
     }
 
     fn valid_data(&self) -> Option<&dyn BatchSource<CodecBatch>> {
-        self.valid.as_ref().map(|v| v as &dyn BatchSource<CodecBatch>)
+        self.valid
+            .as_ref()
+            .map(|v| v as &dyn BatchSource<CodecBatch>)
     }
 
     fn batch_items(&self, batch: &CodecBatch) -> usize {
@@ -264,7 +268,8 @@ impl TrainTask for CodecTrainTask {
         let mel = self.mel.forward(x.clone(), x_hat.clone());
         let recon = waveform_l1(x, x_hat);
         let commit = out.quant.commitment_loss.clone();
-        let mut total = mel.clone() + recon.clone().mul_scalar(c.recon_weight)
+        let mut total = mel.clone()
+            + recon.clone().mul_scalar(c.recon_weight)
             + commit.clone().mul_scalar(c.commitment_weight);
         let mut terms = vec![
             ("mel".to_string(), mel),
