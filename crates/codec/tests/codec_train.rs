@@ -10,10 +10,10 @@ use burn::tensor::{Device, Tensor};
 use voxspec_codec::SpeechTokenizer;
 use voxspec_codec::SpeechTokenizerConfig;
 use voxspec_codec::losses::MelLossConfig;
-use voxspec_codec::speechtokenizer::SeanetConfig;
 use voxspec_codec::speechtokenizer::train::{
     CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
 };
+use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
 use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
 
 /// Flex's RNG is process-global: runs that seed it must not interleave.
@@ -61,7 +61,12 @@ fn utterances() -> Vec<CodecUtterance> {
 }
 
 fn task(device: &Device) -> CodecTrainTask {
+    task_with(device, None)
+}
+
+fn task_with(device: &Device, adversarial: Option<DiscriminatorsConfig>) -> CodecTrainTask {
     let config = CodecTrainConfig::new()
+        .with_adversarial(adversarial)
         .with_model(model_config())
         .with_mel(
             MelLossConfig::new()
@@ -133,7 +138,8 @@ fn codec_trains_and_resumes_exactly() {
             assert!(v.is_finite(), "{key} = {v}");
         }
     }
-    assert!(out.model.quantizer.is_initialized().unwrap());
+    assert!(out.model.generator.quantizer.is_initialized().unwrap());
+    assert!(out.model.discriminator.is_none());
 
     let dir2 = tempfile::tempdir().unwrap();
     Trainer::new(train_config(2), task(&device), dir2.path(), &device)
@@ -142,5 +148,42 @@ fn codec_trains_and_resumes_exactly() {
     let resumed = Trainer::new(train_config(4), task(&device), dir2.path(), &device)
         .run(&mut ())
         .unwrap();
-    assert_eq!(snapshot(&resumed.model), snapshot(&out.model));
+    assert_eq!(
+        snapshot(&resumed.model.generator),
+        snapshot(&out.model.generator)
+    );
+}
+
+#[test]
+fn adversarial_training_runs_two_phases() {
+    let _guard = serial();
+    let device = Device::flex().autodiff();
+    let disc = DiscriminatorsConfig::new()
+        .with_periods(vec![2, 3])
+        .with_period_channels(2)
+        .with_scales(2)
+        .with_scale_channels(16);
+    let dir = tempfile::tempdir().unwrap();
+    let trainer = Trainer::new(
+        train_config(3),
+        task_with(&device, Some(disc)),
+        dir.path(),
+        &device,
+    );
+    let mut record = Record::default();
+    let out = trainer.run(&mut record).unwrap();
+    assert_eq!(record.0.len(), 3);
+    for values in &record.0 {
+        for key in [
+            "generator/loss",
+            "generator/adversarial",
+            "generator/feature",
+            "discriminator/loss",
+            "discriminator/grad_norm",
+        ] {
+            let v = values.get(key).copied().unwrap_or(f64::NAN);
+            assert!(v.is_finite(), "{key} = {v}");
+        }
+    }
+    assert!(out.model.discriminator.is_some());
 }

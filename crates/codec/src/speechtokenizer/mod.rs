@@ -15,11 +15,16 @@
 //! The module layout mirrors the `speechtokenizer` package, so its checkpoints load one to one
 //! ([`SpeechTokenizer::load`]; key table in `loader.rs`).
 
+mod discriminators;
 mod layers;
 mod loader;
 mod seanet;
 pub mod train;
 
+pub use discriminators::{
+    DiscriminatorOutput, Discriminators, DiscriminatorsConfig, PeriodDiscriminator,
+    ScaleDiscriminator,
+};
 pub use layers::{
     LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d, SConvTranspose1dConfig,
     SLstm, SLstmConfig, elu,

@@ -9,15 +9,23 @@
 //! ```
 //!
 //! Default weights are SpeechTokenizer's (mel [45, 1, 1, 1], reconstruction 500, commitment
-//! 10, distillation 120). The adversarial terms (multi-period / multi-scale discriminators)
-//! are not wired into this task yet: it trains the generator objective only (one phase).
+//! 10, distillation 120). With `adversarial` set, the model carries MPD + MSD discriminators
+//! and each step runs two phases (two optimizers): `generator` (the loss above plus the
+//! LSGAN generator term and feature matching) and `discriminator` (LSGAN on real vs.
+//! detached reconstructions). Without it (the CPU default) the discriminators are absent
+//! and one phase trains the generator objective alone.
 
 use burn::config::Config;
+use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
-use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
+use voxspec_train::{BatchSource, Losses, Phase, TrainError, TrainTask};
 
+use super::discriminators::{Discriminators, DiscriminatorsConfig};
 use super::{SpeechTokenizer, SpeechTokenizerConfig};
-use crate::losses::{MelLossConfig, MultiResolutionMelLoss, d_axis_distill_loss, waveform_l1};
+use crate::losses::{
+    MelLossConfig, MultiResolutionMelLoss, d_axis_distill_loss, discriminator_loss,
+    feature_matching_loss, generator_adversarial_loss, waveform_l1,
+};
 use crate::quant::SplitMix64;
 
 /// Loss weights and data settings of codec training.
@@ -47,6 +55,24 @@ pub struct CodecTrainConfig {
     /// Seed of the data plan (order and crops).
     #[config(default = 0)]
     pub data_seed: u64,
+    /// Discriminators for adversarial training (`None`: reconstruction losses only).
+    #[config(default = "None")]
+    pub adversarial: Option<DiscriminatorsConfig>,
+    /// Weight of the LSGAN generator term.
+    #[config(default = 1.0)]
+    pub adversarial_weight: f64,
+    /// Weight of the feature-matching term.
+    #[config(default = 1.0)]
+    pub feature_weight: f64,
+}
+
+/// The trained model: the codec and, for adversarial training, its discriminators.
+#[derive(Module, Debug)]
+pub struct CodecGan {
+    /// The codec.
+    pub generator: SpeechTokenizer,
+    /// MPD + MSD (absent without adversarial training).
+    pub discriminator: Option<Discriminators>,
 }
 
 /// One training batch.
@@ -230,11 +256,25 @@ impl CodecTrainTask {
 }
 
 impl TrainTask for CodecTrainTask {
-    type Model = SpeechTokenizer;
+    type Model = CodecGan;
     type Batch = CodecBatch;
 
-    fn init_model(&self, device: &Device) -> voxspec_train::Result<SpeechTokenizer> {
-        self.config.model.init(device).map_err(TrainError::task)
+    fn init_model(&self, device: &Device) -> voxspec_train::Result<CodecGan> {
+        Ok(CodecGan {
+            generator: self.config.model.init(device).map_err(TrainError::task)?,
+            discriminator: self.config.adversarial.as_ref().map(|d| d.init(device)),
+        })
+    }
+
+    fn phases(&self) -> Vec<Phase> {
+        if self.config.adversarial.is_some() {
+            vec![
+                Phase::matching("generator", &["^generator\\."]),
+                Phase::matching("discriminator", &["^discriminator\\."]),
+            ]
+        } else {
+            vec![Phase::all("main")]
+        }
     }
 
     fn train_data(&self) -> &dyn BatchSource<CodecBatch> {
@@ -253,17 +293,40 @@ impl TrainTask for CodecTrainTask {
 
     fn loss(
         &self,
-        model: &SpeechTokenizer,
+        model: &CodecGan,
         batch: &CodecBatch,
-        _phase: usize,
+        phase: usize,
     ) -> voxspec_train::Result<Losses> {
         let c = &self.config;
-        let out = model
-            .forward(batch.wave.clone(), model.n_q())
+        let codec = &model.generator;
+        let out = codec
+            .forward(batch.wave.clone(), codec.n_q())
             .map_err(TrainError::task)?;
         let [b, _, s] = batch.wave.dims();
-        let x = batch.wave.clone().reshape([b, s]); // [batch, samples]
         let [_, _, s_hat] = out.audio.dims();
+        let n = s.min(s_hat);
+        let real = batch.wave.clone().narrow(2, 0, n); // [batch, 1, n]
+        let fake = out.audio.clone().narrow(2, 0, n); // [batch, 1, n]
+        if phase == 1 {
+            let Some(disc) = &model.discriminator else {
+                return Err(TrainError::task(crate::CodecError::InvalidConfig {
+                    field: "adversarial",
+                    reason: "discriminator phase without discriminators".into(),
+                }));
+            };
+            let d_real: Vec<Tensor<2>> = disc.forward(real).into_iter().map(|o| o.logits).collect();
+            let d_fake: Vec<Tensor<2>> = disc
+                .forward(fake.detach())
+                .into_iter()
+                .map(|o| o.logits)
+                .collect();
+            let loss = discriminator_loss(&d_real, &d_fake);
+            return Ok(Losses {
+                total: loss.clone(),
+                terms: vec![("disc".to_string(), loss)],
+            });
+        }
+        let x = batch.wave.clone().reshape([b, s]); // [batch, samples]
         let x_hat = out.audio.reshape([b, s_hat]); // [batch, samples']
         let mel = self.mel.forward(x.clone(), x_hat.clone());
         let recon = waveform_l1(x, x_hat);
@@ -281,6 +344,23 @@ impl TrainTask for CodecTrainTask {
             total = total + distill.clone().mul_scalar(c.distill_weight);
             terms.push(("distill".to_string(), distill));
         }
+        if let Some(disc) = &model.discriminator {
+            let outs_real = disc.forward(real);
+            let outs_fake = disc.forward(fake);
+            let fake_logits: Vec<Tensor<2>> = outs_fake.iter().map(|o| o.logits.clone()).collect();
+            let (fm_real, fm_fake): (Vec<Tensor<2>>, Vec<Tensor<2>>) = outs_real
+                .into_iter()
+                .zip(outs_fake)
+                .flat_map(|(r, f)| r.features.into_iter().zip(f.features))
+                .unzip();
+            let adv = generator_adversarial_loss(&fake_logits);
+            let fm = feature_matching_loss(&fm_real, &fm_fake);
+            total = total
+                + adv.clone().mul_scalar(c.adversarial_weight)
+                + fm.clone().mul_scalar(c.feature_weight);
+            terms.push(("adversarial".to_string(), adv));
+            terms.push(("feature".to_string(), fm));
+        }
         if let Some(m) = out.quant.metrics.first() {
             terms.push(("rvq1_perplexity".to_string(), m.perplexity.clone()));
         }
@@ -289,17 +369,18 @@ impl TrainTask for CodecTrainTask {
 
     fn after_step(
         &self,
-        mut model: SpeechTokenizer,
+        mut model: CodecGan,
         batches: &[CodecBatch],
         step: usize,
         seed: u64,
-    ) -> voxspec_train::Result<SpeechTokenizer> {
+    ) -> voxspec_train::Result<CodecGan> {
         let mut rng = SplitMix64::new(seed);
         for batch in batches {
             let (updated, reports) = model
+                .generator
                 .ema_update(batch.wave.clone(), &mut rng)
                 .map_err(TrainError::task)?;
-            model = updated;
+            model.generator = updated;
             let restarted: usize = reports.iter().map(|r| r.restarted).sum();
             if reports.iter().any(|r| r.initialized) || restarted > 0 {
                 tracing::debug!(step, restarted, "codebook update");
