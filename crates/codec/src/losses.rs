@@ -432,9 +432,10 @@ mod tests {
         let device = Device::flex();
         let real: Tensor<2> = Tensor::from_floats([[1.0, 1.0]], &device);
         let fake: Tensor<2> = Tensor::from_floats([[0.0, 0.0]], &device);
-        let d = discriminator_loss(&[real.clone()], &[fake.clone()]).into_scalar::<f32>();
+        let d = discriminator_loss(std::slice::from_ref(&real), std::slice::from_ref(&fake))
+            .into_scalar::<f32>();
         assert_eq!(d, 0.0);
-        let g = generator_adversarial_loss(&[fake.clone()]).into_scalar::<f32>();
+        let g = generator_adversarial_loss(std::slice::from_ref(&fake)).into_scalar::<f32>();
         assert_eq!(g, 1.0);
         let fm = feature_matching_loss(&[real], &[fake]).into_scalar::<f32>();
         assert_eq!(fm, 2.0);
