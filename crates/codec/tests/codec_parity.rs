@@ -91,6 +91,7 @@ fn assert_close(name: &str, got: Tensor<3>, want: &Entry) {
         .zip(&want)
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
+    eprintln!("{name}: max abs difference {max:e}");
     assert!(max < TOLERANCE, "{name}: max abs difference {max}");
 }
 
