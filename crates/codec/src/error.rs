@@ -126,4 +126,33 @@ pub enum CodecError {
         /// What is wrong.
         reason: String,
     },
+    /// A quantizer layer range is empty or exceeds the layers.
+    #[error("quantizer layers {start}..{} requested, but the quantizer has {available}", start + count)]
+    QuantizerLayers {
+        /// First layer requested.
+        start: usize,
+        /// Number of layers requested.
+        count: usize,
+        /// Layers the quantizer has.
+        available: usize,
+    },
+    /// A tensor given to a quantizer or codec has the wrong shape.
+    #[error("{what}: expected shape {expected:?}, found {found:?}")]
+    QuantizerShape {
+        /// What the tensor is.
+        what: &'static str,
+        /// The expected shape.
+        expected: Vec<usize>,
+        /// The shape found.
+        found: Vec<usize>,
+    },
+    /// A checkpoint does not match its config: every missing, unexpected or wrongly shaped
+    /// tensor is listed.
+    #[error("{path} does not match its config ({} problem(s)):\n  {}", problems.len(), problems.join("\n  "))]
+    CheckpointMismatch {
+        /// The weight file.
+        path: PathBuf,
+        /// One line per tensor at fault, naming it and the shapes.
+        problems: Vec<String>,
+    },
 }

@@ -27,6 +27,9 @@ pub mod ctc;
 pub mod error;
 pub mod feature_store;
 pub mod hubert;
+pub mod losses;
+pub mod quant;
+pub mod speechtokenizer;
 pub mod teacher;
 
 pub use ctc::{
@@ -36,4 +39,9 @@ pub use ctc::{
 pub use error::CodecError;
 pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
+pub use quant::{
+    EuclideanCodebook, Quantizer, QuantizerMetrics, QuantizerOutput, ResidualVectorQuantizer,
+    VectorQuantizer,
+};
+pub use speechtokenizer::{CodecOutput, SpeechTokenizer, SpeechTokenizerConfig};
 pub use teacher::{LayerSelection, SemanticTeacher};

@@ -94,6 +94,24 @@ pub trait TrainTask {
     /// Losses of `batch` for phase `phase` (an index into [`TrainTask::phases`]).
     fn loss(&self, model: &Self::Model, batch: &Self::Batch, phase: usize) -> Result<Losses>;
 
+    /// Called once after every optimizer step whose updates were applied (all phases done),
+    /// before the step is logged or checkpointed, with the step's micro-batches: the place for
+    /// state that is not learnt by gradient, such as EMA codebooks (k-means initialisation,
+    /// EMA statistics, dead-code restarts). `step` is the 0-based index of the step just
+    /// taken and `seed` a value derived from the run seed and `step`, so any randomness is
+    /// reproduced on resume. Whatever it changes must live in the model's saved tensors
+    /// (parameters with `require_grad = false`) for resume to stay exact. Not called for
+    /// skipped (non-finite) steps. The default returns the model unchanged.
+    fn after_step(
+        &self,
+        model: Self::Model,
+        _batches: &[Self::Batch],
+        _step: usize,
+        _seed: u64,
+    ) -> Result<Self::Model> {
+        Ok(model)
+    }
+
     /// The task's own configuration (model config, data), saved in `config.json` under `task`.
     fn config(&self) -> serde_json::Value {
         serde_json::Value::Null

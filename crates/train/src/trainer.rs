@@ -11,6 +11,7 @@
 //!     for each micro-batch: reseed the device, loss, backward, add the phase's gradients
 //!     average, global L2 norm; non-finite → skip the update; else clip to `clip_grad_norm`
 //!     AdamW step with the scheduled learning rate
+//!   the task's `after_step` hook (non-gradient state such as EMA codebooks)
 //!   log / validate / checkpoint on their cadences; a raised stop flag checkpoints and returns
 //! ```
 
@@ -235,6 +236,10 @@ impl<T: TrainTask> Trainer<T> {
                 if let Some(norm) = outcome.grad_norm {
                     values.insert(format!("{prefix}grad_norm"), norm);
                 }
+            }
+            if !skipped {
+                let seed = step_seed(config.seed, state.step, phases.len(), config.grad_accum);
+                model = self.task.after_step(model, &batches, state.step, seed)?;
             }
             state.step += 1;
             if skipped {

@@ -181,7 +181,7 @@ fn parse_act(field: &'static str, name: &str) -> Result<HiddenAct, CodecError> {
     }
 }
 
-fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CodecError> {
+pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CodecError> {
     let text = std::fs::read_to_string(path).map_err(|source| CodecError::Io {
         path: path.to_path_buf(),
         source,
@@ -311,18 +311,19 @@ impl Hubert {
     }
 }
 
-/// A safetensors file being consumed tensor by tensor.
-struct WeightFile<'a> {
+/// A safetensors file being consumed tensor by tensor (also used by the SpeechTokenizer
+/// loader).
+pub(crate) struct WeightFile<'a> {
     tensors: SafeTensors<'a>,
     path: PathBuf,
     /// `""`, `"hubert."` or `"wav2vec2."`.
     prefix: &'static str,
-    used: BTreeSet<String>,
+    pub(crate) used: BTreeSet<String>,
     device: &'a Device,
 }
 
 impl<'a> WeightFile<'a> {
-    fn new(tensors: SafeTensors<'a>, path: &Path, device: &'a Device) -> Self {
+    pub(crate) fn new(tensors: SafeTensors<'a>, path: &Path, device: &'a Device) -> Self {
         let probe = "feature_projection.projection.weight";
         let names = tensors.names();
         let prefix = MODEL_PREFIXES
@@ -343,12 +344,12 @@ impl<'a> WeightFile<'a> {
         format!("{}{name}", self.prefix)
     }
 
-    fn contains(&self, name: &str) -> bool {
+    pub(crate) fn contains(&self, name: &str) -> bool {
         self.tensors.tensor(&self.full_name(name)).is_ok()
     }
 
     /// Reads tensor `name` as f32 after checking its shape, and marks it used.
-    fn read<const D: usize>(
+    pub(crate) fn read<const D: usize>(
         &mut self,
         name: &str,
         expected: [usize; D],
@@ -528,7 +529,7 @@ impl<'a> WeightFile<'a> {
     }
 
     /// Fails on tensors of the base model that no parameter consumed.
-    fn check_unused(&self) -> Result<(), CodecError> {
+    pub(crate) fn check_unused(&self) -> Result<(), CodecError> {
         let ignored: Vec<String> = IGNORED.iter().map(|n| self.full_name(n)).collect();
         let names: Vec<String> = self
             .tensors

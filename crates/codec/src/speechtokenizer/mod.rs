@@ -1,0 +1,369 @@
+//! SpeechTokenizer (Zhang et al. 2024, "SpeechTokenizer: Unified Speech Tokenizer for Speech
+//! Large Language Models", arXiv:2308.16692): a SEANet convolutional codec with a BiLSTM
+//! encoder and a residual vector quantizer whose first layer is distilled from a semantic
+//! teacher (HuBERT, or here also a CTC model), so RVQ-1 carries content and RVQ-2..8 the
+//! acoustic detail.
+//!
+//! ```text
+//! wave [B, 1, S] ─ SEANet encoder ─ latents [B, D, T] ─ RVQ (n_q × K) ─ quantized [B, D, T]
+//!                                                         │ codes [n_q, B, T]
+//!                                  RVQ-1 output ─ transpose ─ Linear(D → semantic_dim)
+//!                                                         = semantic [B, T, semantic_dim]
+//! quantized ─ SEANet decoder ─ wave [B, 1, T·hop]
+//! ```
+//!
+//! The module layout mirrors the `speechtokenizer` package, so its checkpoints load one to one
+//! ([`SpeechTokenizer::load`]; key table in `loader.rs`).
+
+mod discriminators;
+mod layers;
+mod loader;
+mod seanet;
+pub mod train;
+
+pub use discriminators::{
+    DiscriminatorOutput, Discriminators, DiscriminatorsConfig, PeriodDiscriminator,
+    ScaleDiscriminator,
+};
+pub use layers::{
+    LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d, SConvTranspose1dConfig,
+    SLstm, SLstmConfig, elu,
+};
+pub use loader::{CONFIG_FILE, KEY_MAP, WEIGHTS_FILE};
+pub use seanet::{
+    DecoderStage, EncoderStage, ResnetBlock, SeanetConfig, SeanetDecoder, SeanetEncoder,
+};
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::{Device, Int, Tensor};
+
+use crate::error::CodecError;
+use crate::quant::{
+    CodebookUpdate, EuclideanCodebookConfig, QuantizerOutput, ResidualVectorQuantizer,
+    ResidualVectorQuantizerConfig, SplitMix64, VectorQuantizerConfig,
+};
+
+/// Configuration of a [`SpeechTokenizer`]. Field names and defaults follow the package's
+/// `config/spt_base_cfg.json`, plus the codebook training settings.
+#[derive(Config, Debug)]
+pub struct SpeechTokenizerConfig {
+    /// Sample rate of the waveforms (Hz).
+    #[config(default = 16000)]
+    pub sample_rate: u32,
+    /// Encoder/decoder shape.
+    #[config(default = "SeanetConfig::new()")]
+    pub seanet: SeanetConfig,
+    /// Dimension of the semantic teacher's features (the RVQ-1 projection's output).
+    #[config(default = 768)]
+    pub semantic_dimension: usize,
+    /// RVQ layers `n_q`.
+    #[config(default = 8)]
+    pub n_q: usize,
+    /// Codes per RVQ layer.
+    #[config(default = 1024)]
+    pub codebook_size: usize,
+    /// EMA decay of the codebooks.
+    #[config(default = 0.99)]
+    pub ema_decay: f64,
+    /// Lloyd iterations of the k-means initialisation of each codebook.
+    #[config(default = 50)]
+    pub kmeans_iters: usize,
+    /// EMA cluster size below which a code is restarted.
+    #[config(default = 2.0)]
+    pub dead_code_threshold: f64,
+}
+
+impl SpeechTokenizerConfig {
+    /// The published SpeechTokenizer: 16 kHz, hop 320 (50 Hz), 8 × 1024 codes, latent 1024,
+    /// HuBERT-base teacher (768).
+    pub fn speechtokenizer_base() -> Self {
+        Self::new()
+    }
+
+    /// A small codec for the bundled corpus on a CPU: base width 16, latent 128, one LSTM
+    /// layer, 8 × 256 codes, same strides (50 Hz at 16 kHz).
+    pub fn small() -> Self {
+        Self::new()
+            .with_seanet(
+                SeanetConfig::new()
+                    .with_n_filters(16)
+                    .with_dimension(128)
+                    .with_lstm_layers(1),
+            )
+            .with_codebook_size(256)
+            .with_kmeans_iters(10)
+    }
+
+    /// Samples per frame.
+    pub fn hop_length(&self) -> usize {
+        self.seanet.hop_length()
+    }
+
+    /// Frames per second.
+    pub fn frame_rate(&self) -> f32 {
+        self.sample_rate as f32 / self.hop_length().max(1) as f32
+    }
+
+    /// Checks the fields.
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidConfig`] naming the field.
+    pub fn validate(&self) -> Result<(), CodecError> {
+        let bad = |field, reason: String| Err(CodecError::InvalidConfig { field, reason });
+        let s = &self.seanet;
+        if s.strides.is_empty() || s.strides.contains(&0) {
+            return bad(
+                "strides",
+                format!("must be non-empty and positive, got {:?}", s.strides),
+            );
+        }
+        if s.n_filters == 0 || s.dimension == 0 || s.compress == 0 || s.kernel_size == 0 {
+            return bad(
+                "n_filters",
+                "n_filters, dimension, compress and kernel_size must be positive".into(),
+            );
+        }
+        if s.n_filters / s.compress == 0 {
+            return bad(
+                "n_filters",
+                format!("{} / compress {} is 0", s.n_filters, s.compress),
+            );
+        }
+        if self.n_q == 0 || self.codebook_size == 0 {
+            return bad("n_q", "n_q and codebook_size must be positive".into());
+        }
+        if self.semantic_dimension == 0 {
+            return bad("semantic_dimension", "must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// The quantizer this config describes.
+    pub fn quantizer(&self) -> ResidualVectorQuantizerConfig {
+        ResidualVectorQuantizerConfig::new()
+            .with_n_q(self.n_q)
+            .with_layer(
+                VectorQuantizerConfig::new()
+                    .with_dim(self.seanet.dimension)
+                    .with_codebook(
+                        EuclideanCodebookConfig::new()
+                            .with_dim(self.seanet.dimension)
+                            .with_codebook_size(self.codebook_size)
+                            .with_decay(self.ema_decay)
+                            .with_kmeans_iters(self.kmeans_iters)
+                            .with_threshold_ema_dead_code(self.dead_code_threshold),
+                    ),
+            )
+    }
+
+    /// Builds a randomly initialised model (codebooks await k-means on the first batch).
+    ///
+    /// # Errors
+    /// When the config is inconsistent (see [`SpeechTokenizerConfig::validate`]).
+    pub fn init(&self, device: &Device) -> Result<SpeechTokenizer, CodecError> {
+        self.validate()?;
+        let d = self.seanet.dimension;
+        Ok(SpeechTokenizer {
+            encoder: self.seanet.init_encoder(device),
+            transform: (d != self.semantic_dimension)
+                .then(|| LinearConfig::new(d, self.semantic_dimension).init(device)),
+            quantizer: self.quantizer().init(device),
+            decoder: self.seanet.init_decoder(device),
+            hop: self.hop_length(),
+        })
+    }
+}
+
+/// What [`SpeechTokenizer::forward`] returns.
+#[derive(Debug, Clone)]
+pub struct CodecOutput {
+    /// Reconstructed waveform `[batch, 1, frames · hop]`.
+    pub audio: Tensor<3>,
+    /// The quantizer's output (codes, commitment loss, per-layer outputs, metrics).
+    pub quant: QuantizerOutput,
+    /// RVQ-1 output projected to the teacher's dimension `[batch, frames, semantic_dim]`.
+    pub semantic: Tensor<3>,
+}
+
+/// The SpeechTokenizer codec (see the module documentation).
+#[derive(Module, Debug)]
+pub struct SpeechTokenizer {
+    /// SEANet encoder with the BiLSTM.
+    pub encoder: SeanetEncoder,
+    /// RVQ-1 → teacher projection (absent when the dimensions agree).
+    pub transform: Option<Linear>,
+    /// The residual vector quantizer.
+    pub quantizer: ResidualVectorQuantizer,
+    /// SEANet decoder.
+    pub decoder: SeanetDecoder,
+    #[module(skip)]
+    hop: usize,
+}
+
+impl SpeechTokenizer {
+    /// Samples per frame.
+    pub fn hop_length(&self) -> usize {
+        self.hop
+    }
+
+    /// Number of RVQ layers.
+    pub fn n_q(&self) -> usize {
+        self.quantizer.n_q()
+    }
+
+    /// Frames produced for `samples` input samples.
+    pub fn num_frames(&self, samples: usize) -> usize {
+        samples.div_ceil(self.hop.max(1))
+    }
+
+    fn check_wave(&self, wave: &Tensor<3>) -> Result<(), CodecError> {
+        let dims = wave.dims();
+        if dims[1] != 1 || dims[2] == 0 {
+            return Err(CodecError::QuantizerShape {
+                what: "codec input waveform [batch, 1, samples]",
+                expected: vec![dims[0], 1, dims[2].max(1)],
+                found: dims.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The encoder's continuous latents.
+    ///
+    /// # Shapes
+    /// - `wave`: `[batch, 1, samples]`
+    /// - returns: `[batch, dimension, ceil(samples / hop)]`
+    ///
+    /// # Errors
+    /// When `wave` is not `[batch, 1, samples > 0]`.
+    pub fn latents(&self, wave: Tensor<3>) -> Result<Tensor<3>, CodecError> {
+        self.check_wave(&wave)?;
+        Ok(self.encoder.forward(wave))
+    }
+
+    /// Encode, quantize with the first `n_q` layers, decode, and project RVQ-1 to the
+    /// teacher's space.
+    ///
+    /// # Shapes
+    /// - `wave`: `[batch, 1, samples]`
+    /// - returns: [`CodecOutput`]: `audio` `[batch, 1, frames · hop]`, `quant.codes`
+    ///   `[n_q, batch, frames]`, `semantic` `[batch, frames, semantic_dim]`
+    ///
+    /// # Errors
+    /// On a bad input shape or `n_q`.
+    pub fn forward(&self, wave: Tensor<3>, n_q: usize) -> Result<CodecOutput, CodecError> {
+        let latents = self.latents(wave)?;
+        let quant = self.quantizer.forward(latents, n_q)?;
+        let first = quant
+            .layer_quantized
+            .first()
+            .cloned()
+            .unwrap_or_else(|| quant.quantized.clone())
+            .swap_dims(1, 2); // [batch, frames, dimension]
+        let semantic = match &self.transform {
+            Some(t) => t.forward(first),
+            None => first,
+        };
+        let audio = self.decoder.forward(quant.quantized.clone());
+        Ok(CodecOutput {
+            audio,
+            quant,
+            semantic,
+        })
+    }
+
+    /// Codes of the first `n_q` RVQ layers.
+    ///
+    /// # Shapes
+    /// - `wave`: `[batch, 1, samples]`
+    /// - returns: `[n_q, batch, ceil(samples / hop)]`
+    ///
+    /// # Errors
+    /// On a bad input shape or `n_q`.
+    pub fn encode(&self, wave: Tensor<3>, n_q: usize) -> Result<Tensor<3, Int>, CodecError> {
+        let latents = self.latents(wave)?;
+        self.quantizer.encode(latents, n_q)
+    }
+
+    /// Waveform from the codes of the first `m` layers.
+    ///
+    /// # Shapes
+    /// - `codes`: `[m, batch, frames]`, `1 ≤ m ≤ n_q`
+    /// - returns: `[batch, 1, frames · hop]`
+    ///
+    /// # Errors
+    /// When `m` is 0 or exceeds the layers.
+    pub fn decode(&self, codes: Tensor<3, Int>) -> Result<Tensor<3>, CodecError> {
+        Ok(self.decoder.forward(self.quantizer.decode(codes)?))
+    }
+
+    /// One EMA update of every codebook on the latents of `wave` (see
+    /// [`crate::quant::EuclideanCodebook::ema_update`]); the encoder runs without autodiff.
+    ///
+    /// # Shapes
+    /// - `wave`: `[batch, 1, samples]`
+    ///
+    /// # Errors
+    /// On a bad input shape or a failed read-back.
+    pub fn ema_update(
+        mut self,
+        wave: Tensor<3>,
+        rng: &mut SplitMix64,
+    ) -> Result<(Self, Vec<CodebookUpdate>), CodecError> {
+        let inner = self.encoder.valid();
+        self.check_wave(&wave)?;
+        let latents = inner.forward(wave.without_autodiff());
+        let (quantizer, reports) = self.quantizer.ema_update(latents, rng)?;
+        self.quantizer = quantizer;
+        Ok((self, reports))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> SpeechTokenizerConfig {
+        SpeechTokenizerConfig::new()
+            .with_seanet(
+                SeanetConfig::new()
+                    .with_n_filters(4)
+                    .with_dimension(8)
+                    .with_strides(vec![4, 2])
+                    .with_lstm_layers(1),
+            )
+            .with_semantic_dimension(6)
+            .with_n_q(3)
+            .with_codebook_size(16)
+    }
+
+    #[test]
+    fn shapes_follow_the_hop() {
+        let device = Device::flex();
+        let model = tiny().init(&device).unwrap();
+        assert_eq!(model.hop_length(), 8);
+        let wave: Tensor<3> = Tensor::random(
+            [2, 1, 61],
+            burn::tensor::Distribution::Normal(0.0, 0.1),
+            &device,
+        );
+        let out = model.forward(wave.clone(), 3).unwrap();
+        assert_eq!(out.audio.dims(), [2, 1, 64]);
+        assert_eq!(out.quant.codes.dims(), [3, 2, 8]);
+        assert_eq!(out.semantic.dims(), [2, 8, 6]);
+        assert_eq!(model.encode(wave, 2).unwrap().dims(), [2, 2, 8]);
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let device = Device::flex();
+        let model = tiny().init(&device).unwrap();
+        let stereo: Tensor<3> = Tensor::zeros([1, 2, 64], &device);
+        assert!(model.encode(stereo, 1).is_err());
+        let mono: Tensor<3> = Tensor::zeros([1, 1, 64], &device);
+        assert!(model.encode(mono, 4).is_err());
+        assert!(tiny().with_n_q(0).init(&device).is_err());
+    }
+}

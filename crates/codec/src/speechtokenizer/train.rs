@@ -1,0 +1,395 @@
+//! Training a [`SpeechTokenizer`] with the shared loop (`voxspec-train`): the data plan
+//! ([`CodecData`]), the objective ([`CodecTrainTask`]) and the EMA codebook hook.
+//!
+//! ```text
+//! batch: wave segments [B, 1, segment] (+ teacher features [B, frames, semantic_dim])
+//! loss = Σ λ_i mel_i + λ_rec · L1(wave) + λ_commit · commitment + λ_distill · d-axis distillation
+//! after each optimizer step: EMA update of every codebook on the step's batches
+//!   (k-means on the first batch), randomness from the loop's per-step seed
+//! ```
+//!
+//! Default weights are SpeechTokenizer's (mel [45, 1, 1, 1], reconstruction 500, commitment
+//! 10, distillation 120). With `adversarial` set, the model carries MPD + MSD discriminators
+//! and each step runs two phases (two optimizers): `generator` (the loss above plus the
+//! LSGAN generator term and feature matching) and `discriminator` (LSGAN on real vs.
+//! detached reconstructions). Without it (the CPU default) the discriminators are absent
+//! and one phase trains the generator objective alone.
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::{Device, Tensor, TensorData};
+use voxspec_train::{BatchSource, Losses, Phase, TrainError, TrainTask};
+
+use super::discriminators::{Discriminators, DiscriminatorsConfig};
+use super::{SpeechTokenizer, SpeechTokenizerConfig};
+use crate::losses::{
+    MelLossConfig, MultiResolutionMelLoss, d_axis_distill_loss, discriminator_loss,
+    feature_matching_loss, generator_adversarial_loss, waveform_l1,
+};
+use crate::quant::SplitMix64;
+
+/// Loss weights and data settings of codec training.
+#[derive(Config, Debug)]
+pub struct CodecTrainConfig {
+    /// The model.
+    #[config(default = "SpeechTokenizerConfig::small()")]
+    pub model: SpeechTokenizerConfig,
+    /// Multi-resolution mel loss (its `lambdas` weight the resolutions).
+    #[config(default = "MelLossConfig::new()")]
+    pub mel: MelLossConfig,
+    /// Weight of the waveform L1 loss.
+    #[config(default = 500.0)]
+    pub recon_weight: f64,
+    /// Weight of the commitment loss.
+    #[config(default = 10.0)]
+    pub commitment_weight: f64,
+    /// Weight of the semantic distillation loss (used when batches carry teacher features).
+    #[config(default = 120.0)]
+    pub distill_weight: f64,
+    /// Samples per training segment (SpeechTokenizer: 48000, 3 s at 16 kHz).
+    #[config(default = 48000)]
+    pub segment_samples: usize,
+    /// Segments per batch.
+    #[config(default = 6)]
+    pub batch_size: usize,
+    /// Seed of the data plan (order and crops).
+    #[config(default = 0)]
+    pub data_seed: u64,
+    /// Discriminators for adversarial training (`None`: reconstruction losses only).
+    #[config(default = "None")]
+    pub adversarial: Option<DiscriminatorsConfig>,
+    /// Weight of the LSGAN generator term.
+    #[config(default = 1.0)]
+    pub adversarial_weight: f64,
+    /// Weight of the feature-matching term.
+    #[config(default = 1.0)]
+    pub feature_weight: f64,
+}
+
+/// The trained model: the codec and, for adversarial training, its discriminators.
+#[derive(Module, Debug)]
+pub struct CodecGan {
+    /// The codec.
+    pub generator: SpeechTokenizer,
+    /// MPD + MSD (absent without adversarial training).
+    pub discriminator: Option<Discriminators>,
+}
+
+/// One training batch.
+#[derive(Debug, Clone)]
+pub struct CodecBatch {
+    /// Waveform segments `[batch, 1, segment]`.
+    pub wave: Tensor<3>,
+    /// Teacher features at the codec frame rate `[batch, frames, semantic_dim]`.
+    pub teacher: Option<Tensor<3>>,
+}
+
+/// One utterance: mono samples at the codec's rate and, optionally, teacher features already
+/// at the codec frame rate (`frames × dim`, row-major; see [`crate::losses::resample_frames`]).
+#[derive(Debug, Clone)]
+pub struct CodecUtterance {
+    /// Samples.
+    pub samples: Vec<f32>,
+    /// Teacher features `(values, frames, dim)`.
+    pub teacher: Option<(Vec<f32>, usize, usize)>,
+}
+
+/// A deterministic batch plan over in-memory utterances: epoch `e` visits the utterances in a
+/// seeded order; each is cropped to `segment` samples at a seeded, frame-aligned offset
+/// (zero-padded when shorter), so batch `(e, i)` is always the same.
+#[derive(Debug, Clone)]
+pub struct CodecData {
+    utterances: Vec<CodecUtterance>,
+    segment: usize,
+    batch_size: usize,
+    hop: usize,
+    seed: u64,
+}
+
+impl CodecData {
+    /// A plan over `utterances`.
+    ///
+    /// # Errors
+    /// When there are no utterances, the segment or batch size is 0, or the segment is not a
+    /// multiple of `hop`.
+    pub fn new(
+        utterances: Vec<CodecUtterance>,
+        segment: usize,
+        batch_size: usize,
+        hop: usize,
+        seed: u64,
+    ) -> Result<Self, TrainError> {
+        if utterances.is_empty() || segment == 0 || batch_size == 0 || hop == 0 {
+            return Err(TrainError::task(crate::CodecError::InvalidConfig {
+                field: "segment_samples",
+                reason: "codec data needs utterances and positive segment and batch sizes".into(),
+            }));
+        }
+        if !segment.is_multiple_of(hop) {
+            return Err(TrainError::task(crate::CodecError::InvalidConfig {
+                field: "segment_samples",
+                reason: format!("{segment} is not a multiple of the hop {hop}"),
+            }));
+        }
+        Ok(Self {
+            utterances,
+            segment,
+            batch_size,
+            hop,
+            seed,
+        })
+    }
+
+    fn order(&self, epoch: usize) -> Vec<usize> {
+        let n = self.utterances.len();
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut rng =
+            SplitMix64::new(self.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for i in (1..n).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        order
+    }
+}
+
+impl BatchSource<CodecBatch> for CodecData {
+    fn batches_in_epoch(&self, _epoch: usize) -> usize {
+        self.utterances.len().div_ceil(self.batch_size)
+    }
+
+    fn batch(
+        &self,
+        epoch: usize,
+        index: usize,
+        device: &Device,
+    ) -> voxspec_train::Result<CodecBatch> {
+        let order = self.order(epoch);
+        let start = index * self.batch_size;
+        let picks: Vec<usize> = (0..self.batch_size)
+            .map(|k| order[(start + k) % order.len()])
+            .collect();
+        let frames = self.segment / self.hop;
+        let mut wave = vec![0.0f32; self.batch_size * self.segment];
+        let with_teacher = picks.iter().all(|&u| self.utterances[u].teacher.is_some());
+        let dim = self.utterances[picks[0]]
+            .teacher
+            .as_ref()
+            .map_or(0, |t| t.2);
+        let mut teacher = vec![0.0f32; self.batch_size * frames * dim];
+        for (b, &u) in picks.iter().enumerate() {
+            let utt = &self.utterances[u];
+            let avail_frames = utt.samples.len() / self.hop;
+            let mut rng = SplitMix64::new(
+                self.seed ^ ((epoch * 1_000_003 + u) as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F),
+            );
+            let first = if avail_frames > frames {
+                rng.below(avail_frames - frames + 1)
+            } else {
+                0
+            };
+            let s0 = first * self.hop;
+            let n = self.segment.min(utt.samples.len().saturating_sub(s0));
+            wave[b * self.segment..b * self.segment + n].copy_from_slice(&utt.samples[s0..s0 + n]);
+            if let (true, Some((values, t_frames, d))) = (with_teacher, &utt.teacher) {
+                if *d != dim {
+                    return Err(TrainError::task(crate::CodecError::QuantizerShape {
+                        what: "teacher features [frames, dim]",
+                        expected: vec![*t_frames, dim],
+                        found: vec![*t_frames, *d],
+                    }));
+                }
+                let m = frames.min(t_frames.saturating_sub(first));
+                let src = &values[first * d..(first + m) * d];
+                let dst = b * frames * dim;
+                teacher[dst..dst + m * d].copy_from_slice(src);
+            }
+        }
+        Ok(CodecBatch {
+            wave: Tensor::from_data(
+                TensorData::new(wave, [self.batch_size, 1, self.segment]),
+                device,
+            ),
+            teacher: (with_teacher && dim > 0).then(|| {
+                Tensor::from_data(
+                    TensorData::new(teacher, [self.batch_size, frames, dim]),
+                    device,
+                )
+            }),
+        })
+    }
+}
+
+/// The codec's training task (see the module documentation).
+pub struct CodecTrainTask {
+    config: CodecTrainConfig,
+    train: CodecData,
+    valid: Option<CodecData>,
+    mel: MultiResolutionMelLoss,
+}
+
+impl CodecTrainTask {
+    /// A task training `config.model` on `train` (and validating on `valid`); the mel loss
+    /// constants are built on `device` (the training device, autodiff or not).
+    ///
+    /// # Errors
+    /// When the model or mel config is invalid.
+    pub fn new(
+        config: CodecTrainConfig,
+        train: CodecData,
+        valid: Option<CodecData>,
+        device: &Device,
+    ) -> Result<Self, TrainError> {
+        config.model.validate().map_err(TrainError::task)?;
+        let mel = config
+            .mel
+            .clone()
+            .with_sample_rate(config.model.sample_rate)
+            .init(device)
+            .map_err(TrainError::task)?;
+        Ok(Self {
+            config,
+            train,
+            valid,
+            mel,
+        })
+    }
+}
+
+impl TrainTask for CodecTrainTask {
+    type Model = CodecGan;
+    type Batch = CodecBatch;
+
+    fn init_model(&self, device: &Device) -> voxspec_train::Result<CodecGan> {
+        Ok(CodecGan {
+            generator: self.config.model.init(device).map_err(TrainError::task)?,
+            discriminator: self.config.adversarial.as_ref().map(|d| d.init(device)),
+        })
+    }
+
+    fn phases(&self) -> Vec<Phase> {
+        if self.config.adversarial.is_some() {
+            vec![
+                Phase::matching("generator", &["^generator\\."]),
+                Phase::matching("discriminator", &["^discriminator\\."]),
+            ]
+        } else {
+            vec![Phase::all("main")]
+        }
+    }
+
+    fn train_data(&self) -> &dyn BatchSource<CodecBatch> {
+        &self.train
+    }
+
+    fn valid_data(&self) -> Option<&dyn BatchSource<CodecBatch>> {
+        self.valid
+            .as_ref()
+            .map(|v| v as &dyn BatchSource<CodecBatch>)
+    }
+
+    fn batch_items(&self, batch: &CodecBatch) -> usize {
+        batch.wave.dims()[0]
+    }
+
+    fn loss(
+        &self,
+        model: &CodecGan,
+        batch: &CodecBatch,
+        phase: usize,
+    ) -> voxspec_train::Result<Losses> {
+        let c = &self.config;
+        let codec = &model.generator;
+        let out = codec
+            .forward(batch.wave.clone(), codec.n_q())
+            .map_err(TrainError::task)?;
+        let [b, _, s] = batch.wave.dims();
+        let [_, _, s_hat] = out.audio.dims();
+        let n = s.min(s_hat);
+        let real = batch.wave.clone().narrow(2, 0, n); // [batch, 1, n]
+        let fake = out.audio.clone().narrow(2, 0, n); // [batch, 1, n]
+        if phase == 1 {
+            let Some(disc) = &model.discriminator else {
+                return Err(TrainError::task(crate::CodecError::InvalidConfig {
+                    field: "adversarial",
+                    reason: "discriminator phase without discriminators".into(),
+                }));
+            };
+            let d_real: Vec<Tensor<2>> = disc.forward(real).into_iter().map(|o| o.logits).collect();
+            let d_fake: Vec<Tensor<2>> = disc
+                .forward(fake.detach())
+                .into_iter()
+                .map(|o| o.logits)
+                .collect();
+            let loss = discriminator_loss(&d_real, &d_fake);
+            return Ok(Losses {
+                total: loss.clone(),
+                terms: vec![("disc".to_string(), loss)],
+            });
+        }
+        let x = batch.wave.clone().reshape([b, s]); // [batch, samples]
+        let x_hat = out.audio.reshape([b, s_hat]); // [batch, samples']
+        let mel = self.mel.forward(x.clone(), x_hat.clone());
+        let recon = waveform_l1(x, x_hat);
+        let commit = out.quant.commitment_loss.clone();
+        let mut total = mel.clone()
+            + recon.clone().mul_scalar(c.recon_weight)
+            + commit.clone().mul_scalar(c.commitment_weight);
+        let mut terms = vec![
+            ("mel".to_string(), mel),
+            ("recon".to_string(), recon),
+            ("commitment".to_string(), commit),
+        ];
+        if let Some(teacher) = &batch.teacher {
+            let distill = d_axis_distill_loss(out.semantic, teacher.clone());
+            total = total + distill.clone().mul_scalar(c.distill_weight);
+            terms.push(("distill".to_string(), distill));
+        }
+        if let Some(disc) = &model.discriminator {
+            let outs_real = disc.forward(real);
+            let outs_fake = disc.forward(fake);
+            let fake_logits: Vec<Tensor<2>> = outs_fake.iter().map(|o| o.logits.clone()).collect();
+            let (fm_real, fm_fake): (Vec<Tensor<2>>, Vec<Tensor<2>>) = outs_real
+                .into_iter()
+                .zip(outs_fake)
+                .flat_map(|(r, f)| r.features.into_iter().zip(f.features))
+                .unzip();
+            let adv = generator_adversarial_loss(&fake_logits);
+            let fm = feature_matching_loss(&fm_real, &fm_fake);
+            total = total
+                + adv.clone().mul_scalar(c.adversarial_weight)
+                + fm.clone().mul_scalar(c.feature_weight);
+            terms.push(("adversarial".to_string(), adv));
+            terms.push(("feature".to_string(), fm));
+        }
+        if let Some(m) = out.quant.metrics.first() {
+            terms.push(("rvq1_perplexity".to_string(), m.perplexity.clone()));
+        }
+        Ok(Losses { total, terms })
+    }
+
+    fn after_step(
+        &self,
+        mut model: CodecGan,
+        batches: &[CodecBatch],
+        step: usize,
+        seed: u64,
+    ) -> voxspec_train::Result<CodecGan> {
+        let mut rng = SplitMix64::new(seed);
+        for batch in batches {
+            let (updated, reports) = model
+                .generator
+                .ema_update(batch.wave.clone(), &mut rng)
+                .map_err(TrainError::task)?;
+            model.generator = updated;
+            let restarted: usize = reports.iter().map(|r| r.restarted).sum();
+            if reports.iter().any(|r| r.initialized) || restarted > 0 {
+                tracing::debug!(step, restarted, "codebook update");
+            }
+        }
+        Ok(model)
+    }
+
+    fn config(&self) -> serde_json::Value {
+        serde_json::from_str(&self.config.to_string()).unwrap_or(serde_json::Value::Null)
+    }
+}

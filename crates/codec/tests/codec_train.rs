@@ -1,0 +1,189 @@
+//! Smoke test of codec training through the shared loop: a tiny SpeechTokenizer runs a few
+//! steps with finite losses, its codebooks get k-means-initialised by the `after_step` hook,
+//! and an interrupted run resumes to exactly the weights and codebooks of an uninterrupted
+//! one.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
+
+use burn::tensor::{Device, Tensor};
+use voxspec_codec::SpeechTokenizer;
+use voxspec_codec::SpeechTokenizerConfig;
+use voxspec_codec::losses::MelLossConfig;
+use voxspec_codec::speechtokenizer::train::{
+    CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
+};
+use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
+use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
+
+/// Flex's RNG is process-global: runs that seed it must not interleave.
+static RNG: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const HOP: usize = 8;
+const SEMANTIC: usize = 6;
+
+fn model_config() -> SpeechTokenizerConfig {
+    SpeechTokenizerConfig::new()
+        .with_seanet(
+            SeanetConfig::new()
+                .with_n_filters(2)
+                .with_dimension(8)
+                .with_strides(vec![4, 2])
+                .with_lstm_layers(1),
+        )
+        .with_semantic_dimension(SEMANTIC)
+        .with_n_q(2)
+        .with_codebook_size(8)
+        .with_kmeans_iters(3)
+}
+
+fn utterances() -> Vec<CodecUtterance> {
+    (0..5)
+        .map(|u| {
+            let len = 300 + 37 * u;
+            let samples: Vec<f32> = (0..len)
+                .map(|n| 0.4 * (n as f32 * 0.05 * (u + 1) as f32).sin())
+                .collect();
+            let frames = len / HOP;
+            let teacher: Vec<f32> = (0..frames * SEMANTIC)
+                .map(|i| ((i * 7 + u) as f32 * 0.3).cos())
+                .collect();
+            CodecUtterance {
+                samples,
+                teacher: Some((teacher, frames, SEMANTIC)),
+            }
+        })
+        .collect()
+}
+
+fn task(device: &Device) -> CodecTrainTask {
+    task_with(device, None)
+}
+
+fn task_with(device: &Device, adversarial: Option<DiscriminatorsConfig>) -> CodecTrainTask {
+    let config = CodecTrainConfig::new()
+        .with_adversarial(adversarial)
+        .with_model(model_config())
+        .with_mel(
+            MelLossConfig::new()
+                .with_n_fft(64)
+                .with_hop_length(16)
+                .with_win_length(64)
+                .with_n_mels(8)
+                .with_lambdas(vec![45.0, 1.0]),
+        )
+        .with_segment_samples(256)
+        .with_batch_size(2);
+    let data = CodecData::new(utterances(), 256, 2, HOP, 1).unwrap();
+    CodecTrainTask::new(config, data, None, device).unwrap()
+}
+
+fn train_config(max_steps: usize) -> TrainConfig {
+    TrainConfig {
+        seed: 11,
+        max_steps,
+        optimizer: OptimConfig {
+            lr: 1e-3,
+            ..OptimConfig::default()
+        },
+        checkpoint_every: 2,
+        tensorboard: false,
+        ..TrainConfig::default()
+    }
+}
+
+#[derive(Default)]
+struct Record(Vec<BTreeMap<String, f64>>);
+
+impl TrainObserver for Record {
+    fn on_step(&mut self, report: &StepReport) {
+        assert!(!report.skipped, "step {} skipped", report.step);
+        self.0.push(report.values.clone());
+    }
+}
+
+fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_into_vec::<f32>().unwrap()
+}
+
+fn snapshot(model: &SpeechTokenizer) -> Vec<Vec<f32>> {
+    let cb = &model.quantizer.layers[1].codebook;
+    vec![
+        values(model.encoder.first.conv.weight.val()),
+        values(model.decoder.last.conv.weight.val()),
+        values(model.quantizer.layers[0].codebook.embed.val()),
+        values(cb.embed.val()),
+        values(cb.cluster_size.val()),
+        values(cb.embed_avg.val()),
+    ]
+}
+
+#[test]
+fn codec_trains_and_resumes_exactly() {
+    let _guard = serial();
+    let device = Device::flex().autodiff();
+
+    let dir = tempfile::tempdir().unwrap();
+    let trainer = Trainer::new(train_config(4), task(&device), dir.path(), &device);
+    let mut record = Record::default();
+    let out = trainer.run(&mut record).unwrap();
+    assert_eq!(record.0.len(), 4);
+    for values in &record.0 {
+        for key in ["loss", "mel", "recon", "commitment", "distill"] {
+            let v = values.get(key).copied().unwrap_or(f64::NAN);
+            assert!(v.is_finite(), "{key} = {v}");
+        }
+    }
+    assert!(out.model.generator.quantizer.is_initialized().unwrap());
+    assert!(out.model.discriminator.is_none());
+
+    let dir2 = tempfile::tempdir().unwrap();
+    Trainer::new(train_config(2), task(&device), dir2.path(), &device)
+        .run(&mut ())
+        .unwrap();
+    let resumed = Trainer::new(train_config(4), task(&device), dir2.path(), &device)
+        .run(&mut ())
+        .unwrap();
+    assert_eq!(
+        snapshot(&resumed.model.generator),
+        snapshot(&out.model.generator)
+    );
+}
+
+#[test]
+fn adversarial_training_runs_two_phases() {
+    let _guard = serial();
+    let device = Device::flex().autodiff();
+    let disc = DiscriminatorsConfig::new()
+        .with_periods(vec![2, 3])
+        .with_period_channels(2)
+        .with_scales(2)
+        .with_scale_channels(16);
+    let dir = tempfile::tempdir().unwrap();
+    let trainer = Trainer::new(
+        train_config(3),
+        task_with(&device, Some(disc)),
+        dir.path(),
+        &device,
+    );
+    let mut record = Record::default();
+    let out = trainer.run(&mut record).unwrap();
+    assert_eq!(record.0.len(), 3);
+    for values in &record.0 {
+        for key in [
+            "generator/loss",
+            "generator/adversarial",
+            "generator/feature",
+            "discriminator/loss",
+            "discriminator/grad_norm",
+        ] {
+            let v = values.get(key).copied().unwrap_or(f64::NAN);
+            assert!(v.is_finite(), "{key} = {v}");
+        }
+    }
+    assert!(out.model.discriminator.is_some());
+}
