@@ -23,7 +23,13 @@
 pub mod error;
 pub mod hubert;
 pub mod teacher;
+pub mod vocoder;
 
 pub use error::CodecError;
+pub use error::VocoderError;
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
 pub use teacher::{LayerSelection, SemanticTeacher};
+pub use vocoder::{
+    GriffinLimConfig, TensorStft, Vocos, VocosConfig, VocoderTask, griffin_lim,
+    griffin_lim_from_log_mel,
+};
