@@ -30,6 +30,6 @@ pub use error::VocoderError;
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
 pub use teacher::{LayerSelection, SemanticTeacher};
 pub use vocoder::{
-    GriffinLimConfig, TensorStft, Vocos, VocosConfig, VocoderTask, griffin_lim,
+    GriffinLimConfig, TensorStft, VocoderTask, Vocos, VocosConfig, griffin_lim,
     griffin_lim_from_log_mel,
 };

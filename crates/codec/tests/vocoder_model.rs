@@ -3,13 +3,16 @@
 use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_audio::{LogMel, sine};
 use voxspec_codec::vocoder::{
-    MelLoss, Vocos, VocosConfig, VocoderLossConfig, VocoderTask, WaveSegments, load_vocoder,
+    MelLoss, VocoderLossConfig, VocoderTask, Vocos, VocosConfig, WaveSegments, load_vocoder,
     save_vocoder,
 };
 use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
 
 fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().into_vec::<f32>().unwrap()
+    t.into_data()
+        .convert::<f32>()
+        .try_into_vec::<f32>()
+        .unwrap()
 }
 
 #[test]
@@ -33,7 +36,11 @@ fn forward_gives_frames_times_hop_samples() {
     let err = model.forward(bad, &istft).unwrap_err().to_string();
     assert!(err.contains("[batch, 20, frames >= 1]"), "{err}");
     // Presets validate.
-    for c in [VocosConfig::tiny(), VocosConfig::small(), VocosConfig::base()] {
+    for c in [
+        VocosConfig::tiny(),
+        VocosConfig::small(),
+        VocosConfig::base(),
+    ] {
         c.validate().unwrap();
     }
     assert!(VocosConfig::tiny().with_hop_length(200).validate().is_err());

@@ -94,11 +94,7 @@ pub fn griffin_lim(
     let mut spec = Spectrogram {
         n_frames,
         n_bins,
-        data: magnitude
-            .iter()
-            .zip(&phase0)
-            .map(|(&m, p)| p * m)
-            .collect(),
+        data: magnitude.iter().zip(&phase0).map(|(&m, p)| p * m).collect(),
     };
     let alpha = cfg.momentum;
     let mut previous: Option<Vec<Complex<f32>>> = None;

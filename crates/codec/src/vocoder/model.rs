@@ -180,23 +180,25 @@ impl VocosConfig {
                     .with_groups(self.dim)
                     .with_padding(pad.clone())
                     .init(device),
-                norm: LayerNormConfig::new(self.dim).with_epsilon(1e-6).init(device),
+                norm: LayerNormConfig::new(self.dim)
+                    .with_epsilon(1e-6)
+                    .init(device),
                 up: LinearConfig::new(self.dim, self.intermediate_dim).init(device),
                 down: LinearConfig::new(self.intermediate_dim, self.dim).init(device),
-                gamma: Param::from_tensor(Tensor::full(
-                    [self.dim],
-                    self.layer_scale_init,
-                    device,
-                )),
+                gamma: Param::from_tensor(Tensor::full([self.dim], self.layer_scale_init, device)),
             })
             .collect();
         Ok(Vocos {
             embed: Conv1dConfig::new(self.n_mels, self.dim, self.kernel_size)
                 .with_padding(pad)
                 .init(device),
-            norm: LayerNormConfig::new(self.dim).with_epsilon(1e-6).init(device),
+            norm: LayerNormConfig::new(self.dim)
+                .with_epsilon(1e-6)
+                .init(device),
             blocks,
-            final_norm: LayerNormConfig::new(self.dim).with_epsilon(1e-6).init(device),
+            final_norm: LayerNormConfig::new(self.dim)
+                .with_epsilon(1e-6)
+                .init(device),
             head: LinearConfig::new(self.dim, 2 * n_bins).init(device),
             n_mels: self.n_mels,
             hop_length: self.hop_length,
@@ -226,7 +228,9 @@ impl ConvNextBlock {
     /// - output: `[batch, dim, frames]`
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let h = self.dwconv.forward(x.clone()).swap_dims(1, 2); // [batch, frames, dim]
-        let h = self.down.forward(gelu(self.up.forward(self.norm.forward(h))));
+        let h = self
+            .down
+            .forward(gelu(self.up.forward(self.norm.forward(h))));
         let gamma = self.gamma.val().unsqueeze_dim::<2>(0).unsqueeze_dim::<3>(0); // [1, 1, dim]
         x + (h * gamma).swap_dims(1, 2) // [batch, dim, frames]
     }
@@ -310,7 +314,11 @@ impl Vocos {
     ///
     /// # Errors
     /// As [`Vocos::spectrum`]; [`VocoderError::Shape`] when `istft` was built for another `n_fft`.
-    pub fn forward(&self, log_mel: Tensor<3>, istft: &TensorStft) -> Result<Tensor<2>, VocoderError> {
+    pub fn forward(
+        &self,
+        log_mel: Tensor<3>,
+        istft: &TensorStft,
+    ) -> Result<Tensor<2>, VocoderError> {
         let frames = log_mel.dims()[2];
         let spec = self.spectrum(log_mel)?;
         istft.inverse(spec, frames * self.hop_length)

@@ -125,7 +125,9 @@ impl TensorStft {
         let [batch, _, frames] = spec.dims();
         let re = spec.clone().slice([0..batch, 0..n_bins, 0..frames]);
         let im = spec.slice([0..batch, n_bins..2 * n_bins, 0..frames]);
-        (re.powi_scalar(2) + im.powi_scalar(2)).add_scalar(eps).sqrt()
+        (re.powi_scalar(2) + im.powi_scalar(2))
+            .add_scalar(eps)
+            .sqrt()
     }
 
     /// Inverse STFT (weighted overlap-add divided by the summed squared window, as
@@ -190,18 +192,4 @@ impl TensorStft {
             .map(|&w| if w > WSUM_FLOOR { 1.0 / w } else { 1.0 })
             .collect()
     }
-}
-
-/// Reads a float tensor back as a `Vec<f32>`.
-pub(crate) fn read_f32<const D: usize>(
-    t: Tensor<D>,
-    what: &'static str,
-) -> Result<Vec<f32>, VocoderError> {
-    t.into_data()
-        .convert::<f32>()
-        .into_vec::<f32>()
-        .map_err(|e| VocoderError::TensorRead {
-            what,
-            reason: format!("{e:?}"),
-        })
 }

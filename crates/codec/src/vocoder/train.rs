@@ -160,7 +160,11 @@ impl MelLoss {
         let mag = self.stft.magnitude(x, 0.0); // [batch, n_bins, frames]
         let [batch, _, _] = mag.dims();
         let [n_mels, n_bins] = self.filters.dims();
-        let filters = self.filters.clone().unsqueeze_dim::<3>(0).expand([batch, n_mels, n_bins]);
+        let filters = self
+            .filters
+            .clone()
+            .unsqueeze_dim::<3>(0)
+            .expand([batch, n_mels, n_bins]);
         filters.matmul(mag).clamp_min(self.floor).log() // [batch, n_mels, frames]
     }
 
@@ -374,7 +378,12 @@ impl TrainTask for VocoderTask {
         batch.wave.dims()[0]
     }
 
-    fn loss(&self, model: &Vocos, batch: &VocoderBatch, _phase: usize) -> voxspec_train::Result<Losses> {
+    fn loss(
+        &self,
+        model: &Vocos,
+        batch: &VocoderBatch,
+        _phase: usize,
+    ) -> voxspec_train::Result<Losses> {
         let (total, sc, logmag, mel) = self.losses(model, batch).map_err(TrainError::task)?;
         Ok(Losses {
             total,
