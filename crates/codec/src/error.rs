@@ -156,3 +156,37 @@ pub enum CodecError {
         problems: Vec<String>,
     },
 }
+
+/// Errors of the vocoder and Griffin-Lim (`crate::vocoder`).
+#[derive(Debug, thiserror::Error)]
+pub enum VocoderError {
+    /// A vocoder or STFT config field is out of range.
+    #[error("vocoder config field `{field}`: {reason}")]
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An input has a shape the vocoder cannot take.
+    #[error("{what}: expected shape {expected}, got {found:?}")]
+    Shape {
+        /// Which input.
+        what: &'static str,
+        /// The expected shape, in words.
+        expected: String,
+        /// The shape found.
+        found: Vec<usize>,
+    },
+    /// The audio front end rejected its settings.
+    #[error("audio front end: {0}")]
+    Audio(#[from] voxspec_audio::AudioError),
+    /// Reading a tensor back from the device failed.
+    #[error("cannot read tensor `{what}` back from the device: {reason}")]
+    TensorRead {
+        /// What was being read.
+        what: &'static str,
+        /// The backend's message.
+        reason: String,
+    },
+}

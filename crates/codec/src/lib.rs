@@ -1,13 +1,16 @@
 //! voxspec-codec: the audio side of voxspec's codec language model.
 //!
-//! This crate will hold the quantizers, the neural codecs, the semantic teachers their first
-//! quantizer is distilled from, and the vocoder. This release has the semantic teacher
-//! interface ([`SemanticTeacher`]) and two implementations: HuBERT ([`Hubert`],
-//! [`HubertTeacher`]), which loads Hugging Face checkpoints such as
-//! `facebook/hubert-base-ls960` (`config.json` + `model.safetensors`), and the supervised CTC
-//! teacher trained here ([`ctc`], [`CtcTeacher`]), which also transcribes speech for the
-//! character error rate ([`cer`]). Teacher features of a corpus are stored as safetensors
-//! shards ([`feature_store`]).
+//! - Semantic teachers ([`SemanticTeacher`]): HuBERT ([`Hubert`], [`HubertTeacher`]), which
+//!   loads Hugging Face checkpoints such as `facebook/hubert-base-ls960`, and the supervised CTC
+//!   teacher trained here ([`ctc`], [`CtcTeacher`]), which also transcribes speech for the
+//!   character error rate ([`cer`]). Teacher features of a corpus are stored as safetensors
+//!   shards ([`feature_store`]).
+//! - Quantizers ([`quant`]): Euclidean codebook (EMA, k-means init, dead-code restart) →
+//!   vector quantizer → residual VQ, each returning a [`QuantizerOutput`].
+//! - The SpeechTokenizer-style codec ([`speechtokenizer`]): SEANet encoder/decoder with a
+//!   BiLSTM, RVQ, semantic distillation, its losses ([`losses`]) and training task, and a loader
+//!   for the official package's checkpoints.
+//! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]).
 //!
 //! ```no_run
 //! use burn::tensor::Device;
@@ -31,6 +34,7 @@ pub mod losses;
 pub mod quant;
 pub mod speechtokenizer;
 pub mod teacher;
+pub mod vocoder;
 
 pub use ctc::{
     CtcModel, CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, FrontendConfig, cer,
@@ -38,6 +42,7 @@ pub use ctc::{
 };
 pub use error::CodecError;
 pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
+pub use error::VocoderError;
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
 pub use quant::{
     EuclideanCodebook, Quantizer, QuantizerMetrics, QuantizerOutput, ResidualVectorQuantizer,
@@ -45,3 +50,7 @@ pub use quant::{
 };
 pub use speechtokenizer::{CodecOutput, SpeechTokenizer, SpeechTokenizerConfig};
 pub use teacher::{LayerSelection, SemanticTeacher};
+pub use vocoder::{
+    GriffinLimConfig, TensorStft, VocoderTask, Vocos, VocosConfig, griffin_lim,
+    griffin_lim_from_log_mel,
+};

@@ -1,0 +1,25 @@
+//! Audio out: a Vocos-style neural vocoder (log-mel → waveform through a predicted complex
+//! spectrum and a differentiable iSTFT) and Griffin-Lim as the training-free fallback.
+//!
+//! | file | what |
+//! |---|---|
+//! | `stft` | [`TensorStft`]: differentiable STFT / iSTFT from Burn tensor ops |
+//! | `griffin_lim` | [`griffin_lim`], [`griffin_lim_from_log_mel`] (host-side, on `voxspec_audio::Stft`) |
+//! | `model` | [`VocosConfig`] (presets `tiny`, `small`, `base`), [`Vocos`] |
+//! | `train` | [`VocoderTask`]: multi-resolution STFT + mel L1 training through `voxspec-train` |
+
+pub mod griffin_lim;
+pub mod model;
+pub mod stft;
+pub mod train;
+
+pub use griffin_lim::{
+    GriffinLimConfig, GriffinLimOutput, griffin_lim, griffin_lim_from_log_mel, pseudo_inverse,
+    spectral_convergence,
+};
+pub use model::{ConvNextBlock, Vocos, VocosConfig};
+pub use stft::TensorStft;
+pub use train::{
+    MelLoss, MultiResolutionStftLoss, VOCODER_KIND, VocoderBatch, VocoderLossConfig, VocoderTask,
+    WaveSegments, load_vocoder, save_vocoder,
+};
