@@ -10,6 +10,7 @@ mod stats;
 mod teacher_cmd;
 mod tokenizer;
 mod train_cmd;
+mod train_lm;
 
 use std::process::ExitCode;
 

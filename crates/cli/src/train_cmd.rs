@@ -28,6 +28,12 @@ use crate::progress::Bar;
 pub enum TrainCommand {
     /// Train the supervised CTC teacher (log-mel → characters) on prepared manifests.
     Ctc(CtcArgs),
+    /// Train the AR model with multi-token-prediction heads on (text, codes) pairs.
+    Mtp(crate::train_lm::MtpArgs),
+    /// Train the NAR model that fills RVQ layers 2..N.
+    Nar(crate::train_lm::NarArgs),
+    /// Fine-tune a draft model cut from a trained AR model's layers.
+    Draft(crate::train_lm::DraftArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -125,6 +131,9 @@ struct Eval {
 pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
     match cmd {
         TrainCommand::Ctc(args) => ctc(args),
+        TrainCommand::Mtp(args) => crate::train_lm::mtp(args),
+        TrainCommand::Nar(args) => crate::train_lm::nar(args),
+        TrainCommand::Draft(args) => crate::train_lm::draft(args),
     }
 }
 
@@ -316,7 +325,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
 }
 
 /// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.
-fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     ctrlc::set_handler(move || {
         if stop.swap(true, Ordering::SeqCst) {
             eprintln!("interrupted again: exiting without a checkpoint");
@@ -373,14 +382,14 @@ pub fn score_manifest(
 }
 
 /// The training progress bar: steps, ETA, the latest loss and dev CER.
-struct StepBar {
-    bar: ProgressBar,
+pub(crate) struct StepBar {
+    pub(crate) bar: ProgressBar,
     started: bool,
     valid: Option<String>,
 }
 
 impl StepBar {
-    fn new(steps: usize) -> Self {
+    pub(crate) fn new(steps: usize) -> Self {
         let bar = ProgressBar::new(steps as u64);
         bar.set_style(
             ProgressStyle::with_template(

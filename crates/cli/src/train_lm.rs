@@ -1,0 +1,532 @@
+//! `voxspec train mtp | nar | draft`: the language models, trained on (text, codec codes)
+//! pairs through the one training loop.
+//!
+//! Every run directory ends with a model directory (`config.json` + `model.safetensors`, see
+//! `voxspec_mtp::checkpoint`) and the `tokenizer.json` the model reads text with, so
+//! `voxspec synthesize`, `bench` and `export` need nothing else. `run.json` keeps the run's
+//! settings for `--resume`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::data::dataset::Dataset;
+use burn::module::{AutodiffModule, Module};
+use burn::tensor::Device;
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use serde::de::DeserializeOwned;
+use voxspec_data::{
+    BucketConfig, MissingCodes, TextTokenizer, TokenStore, TtsDataset, TtsItem, read_manifest,
+};
+use voxspec_draft::{DistillConfig, DraftSpec, DraftTask};
+use voxspec_mtp::{
+    MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
+    NarTaskConfig, load_mtp, save_mtp, save_nar,
+};
+use voxspec_train::{LrSchedule, OptimConfig, TrainConfig, TrainTask, Trainer, list_checkpoints};
+
+use crate::train_cmd::{StepBar, install_ctrl_c};
+
+/// Model sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LmPreset {
+    /// Width 32, 2 layers: tests and smoke runs.
+    Tiny,
+    /// Width 256, 4 layers: the bundled corpus on 2 CPU cores.
+    Small,
+    /// Width 1024, 12 layers: LibriTTS on a GPU (the paper's scale).
+    Base,
+}
+
+/// Data and loop settings shared by the three models.
+#[derive(Debug, Args)]
+pub struct LmCommon {
+    /// Prepared data directory (train.jsonl, dev.jsonl from `voxspec prepare`).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Token store directory (`voxspec codec extract`), with train-*.safetensors shards.
+    #[arg(long, value_name = "DIR")]
+    tokens: PathBuf,
+    /// Text tokenizer (default: <DATA>/tokenizer.json).
+    #[arg(long, value_name = "FILE")]
+    tokenizer: Option<PathBuf>,
+    /// Run directory.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Optimizer steps in total (a resumed run counts from its checkpoint).
+    #[arg(long, default_value_t = 2000)]
+    steps: usize,
+    /// At most this many utterances per batch.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// At most this many padded positions (items × longest sequence) per batch.
+    #[arg(long, default_value_t = 8192)]
+    max_tokens: usize,
+    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// Warm-up steps.
+    #[arg(long, default_value_t = 100)]
+    warmup: usize,
+    /// Validate on the dev split every this many steps (0: never).
+    #[arg(long, default_value_t = 200)]
+    valid_every: usize,
+    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
+    #[arg(long, default_value_t = 500)]
+    checkpoint_every: usize,
+    /// Write metrics every this many steps.
+    #[arg(long, default_value_t = 10)]
+    log_every: usize,
+    /// Seed of initialisation and batch order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Continue from the newest checkpoint in --out.
+    #[arg(long)]
+    resume: bool,
+}
+
+/// Train the AR model with multi-token-prediction heads on (text, stream-0 codes) pairs: head
+/// i predicts the code i + 1 steps ahead, the loss is the sum of the heads' cross-entropies
+/// (Nguyen et al. 2025, eq. 3). Writes the model directory and tokenizer.json into --out; any
+/// k ≤ --heads heads can then be used by the decoders without retraining.
+#[derive(Debug, Args)]
+pub struct MtpArgs {
+    #[command(flatten)]
+    common: LmCommon,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "small")]
+    preset: LmPreset,
+    /// Prediction heads (1 = a plain AR model).
+    #[arg(long, default_value_t = 8)]
+    heads: usize,
+    /// Loss weight of each head, comma-separated (default: all 1).
+    #[arg(long, value_delimiter = ',')]
+    head_weights: Vec<f32>,
+}
+
+/// Train the NAR model that fills RVQ layers 2..N of the target frames from the text, the
+/// acoustic prompt and the layers below (VALL-E's NAR stage).
+#[derive(Debug, Args)]
+pub struct NarArgs {
+    #[command(flatten)]
+    common: LmCommon,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "small")]
+    preset: LmPreset,
+    /// RVQ layers modelled (default: all in the token store).
+    #[arg(long)]
+    n_q: Option<usize>,
+}
+
+/// Fine-tune a draft for speculative decoding from a trained AR model: keep --layers of its
+/// layers (negative indices count from the end), freeze the embedding, the final norm and the
+/// upper layers, train the lower layers (those given with non-negative indices) and the
+/// next-token head with cross-entropy, plus optionally a KL term to the frozen target.
+#[derive(Debug, Args)]
+pub struct DraftArgs {
+    #[command(flatten)]
+    common: LmCommon,
+    /// The target: a run directory of `voxspec train mtp`.
+    #[arg(long, value_name = "DIR")]
+    target: PathBuf,
+    /// Target layers the draft keeps, e.g. 0,1,-2,-1.
+    #[arg(long, default_value = "0,1,-2,-1", allow_hyphen_values = true)]
+    layers: String,
+    /// Weight of the KL term to the target's next-token distribution (0: cross-entropy only).
+    #[arg(long, default_value_t = 0.0)]
+    distill_weight: f32,
+    /// Temperature of the distillation term.
+    #[arg(long, default_value_t = 1.0)]
+    distill_temperature: f32,
+}
+
+/// What `--resume` needs besides the checkpoint.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunFile<T> {
+    kind: String,
+    settings: T,
+}
+
+fn read_split(data: &Path, split: &str) -> anyhow::Result<Vec<voxspec_data::Utterance>> {
+    let path = data.join(format!("{split}.jsonl"));
+    if !path.is_file() {
+        return Ok(Vec::new());
+    }
+    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
+}
+
+/// Loaded pairs of the train and dev splits, and the tokenizer.
+struct Pairs {
+    tokenizer: TextTokenizer,
+    train: Vec<TtsItem>,
+    dev: Vec<TtsItem>,
+    n_q: usize,
+    codebook: usize,
+}
+
+fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
+    let tokenizer_path = common
+        .tokenizer
+        .clone()
+        .unwrap_or_else(|| common.data.join("tokenizer.json"));
+    let tokenizer = TextTokenizer::load(&tokenizer_path)
+        .with_context(|| format!("loading the tokenizer {}", tokenizer_path.display()))?;
+    let mut splits = Vec::new();
+    let mut meta = None;
+    for split in ["train", "dev"] {
+        let utts = read_split(&common.data, split)?;
+        if utts.is_empty() {
+            anyhow::ensure!(
+                split != "train",
+                "{} has no training utterances",
+                common.data.display()
+            );
+            splits.push(Vec::new());
+            continue;
+        }
+        let store = TokenStore::open(&common.tokens, split)
+            .with_context(|| format!("opening the {split} token store"))?;
+        meta = meta.or(Some(store.meta()));
+        let dataset = TtsDataset::new(&utts, &tokenizer, &store, MissingCodes::Skip)?;
+        let items: Vec<TtsItem> = (0..dataset.len())
+            .map(|i| dataset.get(i))
+            .collect::<Result<_, _>>()?;
+        println!("{split}: {} utterances with codes", items.len());
+        splits.push(items);
+    }
+    let meta = meta.context("no token store was opened")?;
+    let dev = splits.pop().unwrap_or_default();
+    let train = splits.pop().unwrap_or_default();
+    anyhow::ensure!(!train.is_empty(), "no training utterance has codes in {}", common.tokens.display());
+    Ok(Pairs {
+        tokenizer,
+        train,
+        dev,
+        n_q: meta.n_q,
+        codebook: meta.codebook_size as usize,
+    })
+}
+
+/// Reads `run.json` when resuming, else writes `settings` there; refuses to reuse a run
+/// directory with checkpoints without `--resume`.
+fn run_settings<T: Serialize + DeserializeOwned>(
+    common: &LmCommon,
+    kind: &str,
+    settings: T,
+) -> anyhow::Result<T> {
+    std::fs::create_dir_all(&common.out)
+        .with_context(|| format!("creating {}", common.out.display()))?;
+    let path = common.out.join("run.json");
+    let has_checkpoints = !list_checkpoints(&common.out)?.is_empty();
+    if has_checkpoints && !common.resume {
+        bail!(
+            "{} already holds checkpoints: pass --resume to continue that run, or choose another --out",
+            common.out.display()
+        );
+    }
+    if has_checkpoints {
+        let run: RunFile<T> = serde_json::from_slice(
+            &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
+        )
+        .with_context(|| format!("parsing {}", path.display()))?;
+        anyhow::ensure!(
+            run.kind == kind,
+            "{} belongs to a `train {}` run, not `train {kind}`",
+            path.display(),
+            run.kind
+        );
+        tracing::info!("resuming with the settings saved in {}", path.display());
+        return Ok(run.settings);
+    }
+    let run = RunFile {
+        kind: kind.to_string(),
+        settings,
+    };
+    voxspec_data::write_atomic(&path, serde_json::to_string_pretty(&run)?.as_bytes())?;
+    Ok(run.settings)
+}
+
+fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {
+    BucketConfig {
+        max_items: common.batch,
+        max_padded_len: common.max_tokens,
+        shuffle,
+        seed: common.seed,
+    }
+}
+
+fn train_config(common: &LmCommon, freeze: Vec<String>) -> TrainConfig {
+    TrainConfig {
+        seed: common.seed,
+        max_steps: common.steps,
+        optimizer: OptimConfig {
+            lr: common.lr,
+            warmup_steps: common.warmup,
+            schedule: LrSchedule::Cosine {
+                decay_steps: common.steps.saturating_sub(common.warmup).max(1),
+                min_lr: common.lr * 0.05,
+            },
+            clip_grad_norm: Some(1.0),
+            ..OptimConfig::default()
+        },
+        freeze,
+        log_every: common.log_every.max(1),
+        valid_every: common.valid_every,
+        checkpoint_every: common.checkpoint_every,
+        tensorboard: true,
+        ..TrainConfig::default()
+    }
+}
+
+/// Runs the loop with a progress bar and Ctrl-C handling; returns the trained model (plain
+/// device) and whether the run finished.
+fn train<T: TrainTask>(
+    common: &LmCommon,
+    task: T,
+    freeze: Vec<String>,
+) -> anyhow::Result<(<T::Model as AutodiffModule>::InnerModule, bool)>
+where
+    T::Model: AutodiffModule,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone())?;
+    let trainer = Trainer::new(train_config(common, freeze), task, &common.out, &Device::flex())
+        .with_stop_flag(stop);
+    let started = Instant::now();
+    let mut observer = StepBar::new(common.steps);
+    let outcome = trainer.run(&mut observer)?;
+    observer.bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    if outcome.stopped {
+        println!(
+            "stopped at step {} after {seconds:.0} s; continue with --resume",
+            outcome.step
+        );
+    } else {
+        println!("trained {} steps in {seconds:.0} s", outcome.step);
+    }
+    Ok((outcome.model.valid(), !outcome.stopped))
+}
+
+fn head_weights(weights: &[f32], heads: usize) -> anyhow::Result<Vec<f32>> {
+    if weights.is_empty() {
+        return Ok(vec![1.0; heads]);
+    }
+    anyhow::ensure!(
+        weights.len() == heads,
+        "--head-weights has {} values for {heads} heads",
+        weights.len()
+    );
+    anyhow::ensure!(
+        weights.iter().all(|w| w.is_finite() && *w >= 0.0),
+        "--head-weights must be finite and non-negative"
+    );
+    Ok(weights.to_vec())
+}
+
+fn mtp_config(preset: LmPreset, text_vocab: usize, codebook: usize) -> MtpConfig {
+    match preset {
+        LmPreset::Tiny => MtpConfig::tiny(text_vocab, codebook),
+        LmPreset::Small => MtpConfig::small(text_vocab, codebook),
+        LmPreset::Base => MtpConfig::base(text_vocab, codebook),
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MtpSettings {
+    model: MtpConfig,
+    task: MtpTaskConfig,
+}
+
+pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    let common = &args.common;
+    let pairs = load_pairs(common)?;
+    let model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
+        .with_n_heads(args.heads);
+    let settings = run_settings(
+        common,
+        "mtp",
+        MtpSettings {
+            task: MtpTaskConfig {
+                head_weights: head_weights(&args.head_weights, args.heads)?,
+                bucket: bucket(common, true),
+            },
+            model,
+        },
+    )?;
+    let valid_bucket = BucketConfig {
+        shuffle: false,
+        ..settings.task.bucket.clone()
+    };
+    let task = MtpTask {
+        model: settings.model.clone(),
+        task: settings.task.clone(),
+        train: MtpData::new(&pairs.train, &settings.model, settings.task.bucket.clone()),
+        valid: (!pairs.dev.is_empty())
+            .then(|| MtpData::new(&pairs.dev, &settings.model, valid_bucket)),
+    };
+    let (model, _) = train(common, task, Vec::new())?;
+    let file = MtpFile {
+        model: settings.model,
+        draft: None,
+    };
+    save_mtp(&common.out, &file, &model)?;
+    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    println!("model: {}", common.out.join("model.safetensors").display());
+    Ok(())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NarSettings {
+    model: NarConfig,
+    task: NarTaskConfig,
+}
+
+pub fn nar(args: NarArgs) -> anyhow::Result<()> {
+    let common = &args.common;
+    let pairs = load_pairs(common)?;
+    let n_q = args.n_q.unwrap_or(pairs.n_q);
+    anyhow::ensure!(
+        (2..=pairs.n_q).contains(&n_q),
+        "--n-q {n_q}: the token store has {} layers and the NAR stage needs at least 2",
+        pairs.n_q
+    );
+    let vocab = pairs.tokenizer.vocab_size();
+    let model = match args.preset {
+        LmPreset::Tiny => NarConfig::tiny(vocab, pairs.codebook, n_q),
+        LmPreset::Small => NarConfig::small(vocab, pairs.codebook, n_q),
+        LmPreset::Base => NarConfig::base(vocab, pairs.codebook, n_q),
+    };
+    let settings = run_settings(
+        common,
+        "nar",
+        NarSettings {
+            model,
+            task: NarTaskConfig {
+                bucket: bucket(common, true),
+                prompt_fraction: (0.25, 0.5),
+            },
+        },
+    )?;
+    let valid_config = NarTaskConfig {
+        bucket: BucketConfig {
+            shuffle: false,
+            ..settings.task.bucket.clone()
+        },
+        ..settings.task.clone()
+    };
+    let task = NarTask {
+        model: settings.model.clone(),
+        task: settings.task.clone(),
+        train: NarData::new(&pairs.train, settings.model.n_q, settings.task.clone())?,
+        valid: if pairs.dev.is_empty() {
+            None
+        } else {
+            Some(NarData::new(&pairs.dev, settings.model.n_q, valid_config)?)
+        },
+    };
+    let (model, _) = train(common, task, Vec::new())?;
+    save_nar(&common.out, &settings.model, &model)?;
+    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    println!("model: {}", common.out.join("model.safetensors").display());
+    Ok(())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DraftSettings {
+    target: PathBuf,
+    spec: DraftSpec,
+    distill: DistillConfig,
+    bucket: BucketConfig,
+}
+
+pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
+    let common = &args.common;
+    let pairs = load_pairs(common)?;
+    let train_device = Device::flex().autodiff();
+    let (target_file, target) = load_mtp(&args.target, &train_device)
+        .with_context(|| format!("loading the target {}", args.target.display()))?;
+    anyhow::ensure!(
+        target_file.draft.is_none(),
+        "{} is itself a draft: give the target model's run directory",
+        args.target.display()
+    );
+    anyhow::ensure!(
+        target.text_vocab() == pairs.tokenizer.vocab_size() && target.codebook_size() == pairs.codebook,
+        "the target reads {} text tokens and {} codes; the data has {} and {}",
+        target.text_vocab(),
+        target.codebook_size(),
+        pairs.tokenizer.vocab_size(),
+        pairs.codebook
+    );
+    anyhow::ensure!(
+        args.distill_weight.is_finite() && args.distill_weight >= 0.0,
+        "--distill-weight must be finite and non-negative"
+    );
+    anyhow::ensure!(
+        args.distill_temperature.is_finite() && args.distill_temperature > 0.0,
+        "--distill-temperature must be positive"
+    );
+    let spec = DraftSpec::parse(&args.layers)?;
+    let layers = spec.resolve(target.transformer.n_layers())?;
+    let settings = run_settings(
+        common,
+        "draft",
+        DraftSettings {
+            target: args.target.clone(),
+            spec,
+            distill: DistillConfig {
+                weight: args.distill_weight,
+                temperature: args.distill_temperature,
+            },
+            bucket: bucket(common, true),
+        },
+    )?;
+    let mut draft_config = target_file.model.clone().with_n_heads(1);
+    draft_config.transformer = draft_config.transformer.with_n_layers(layers.len());
+    let freeze = settings.spec.freeze_patterns()?;
+    let target_info = serde_json::json!({
+        "checkpoint": args.target.display().to_string(),
+        "layers": layers,
+        "target_n_layers": target.transformer.n_layers(),
+        "text_vocab": target.text_vocab(),
+        "codebook_size": target.codebook_size(),
+        "spec": settings.spec,
+    });
+    let task = DraftTask {
+        target: target.no_grad(),
+        spec: settings.spec.clone(),
+        distill: settings.distill,
+        train: MtpData::new(&pairs.train, &draft_config, settings.bucket.clone()),
+        valid: (!pairs.dev.is_empty()).then(|| {
+            MtpData::new(
+                &pairs.dev,
+                &draft_config,
+                BucketConfig {
+                    shuffle: false,
+                    ..settings.bucket.clone()
+                },
+            )
+        }),
+        target_info: target_info.clone(),
+    };
+    let (model, _) = train(common, task, freeze)?;
+    let file = MtpFile {
+        model: draft_config,
+        draft: Some(target_info),
+    };
+    save_mtp(&common.out, &file, &model)?;
+    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    println!(
+        "draft ({} of {} target layers): {}",
+        layers.len(),
+        target_file.model.transformer.n_layers,
+        common.out.join("model.safetensors").display()
+    );
+    Ok(())
+}
