@@ -13,11 +13,11 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::data::dataset::Dataset;
-use burn::module::{AutodiffModule, Module};
+use burn::module::Module;
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use voxspec_data::{
     BucketConfig, MissingCodes, TextTokenizer, TokenStore, TtsDataset, TtsItem, read_manifest,
 };
@@ -201,7 +201,11 @@ fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
     let meta = meta.context("no token store was opened")?;
     let dev = splits.pop().unwrap_or_default();
     let train = splits.pop().unwrap_or_default();
-    anyhow::ensure!(!train.is_empty(), "no training utterance has codes in {}", common.tokens.display());
+    anyhow::ensure!(
+        !train.is_empty(),
+        "no training utterance has codes in {}",
+        common.tokens.display()
+    );
     Ok(Pairs {
         tokenizer,
         train,
@@ -288,14 +292,16 @@ fn train<T: TrainTask>(
     common: &LmCommon,
     task: T,
     freeze: Vec<String>,
-) -> anyhow::Result<(<T::Model as AutodiffModule>::InnerModule, bool)>
-where
-    T::Model: AutodiffModule,
-{
+) -> anyhow::Result<(T::Model, bool)> {
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
-    let trainer = Trainer::new(train_config(common, freeze), task, &common.out, &Device::flex())
-        .with_stop_flag(stop);
+    let trainer = Trainer::new(
+        train_config(common, freeze),
+        task,
+        &common.out,
+        &Device::flex(),
+    )
+    .with_stop_flag(stop);
     let started = Instant::now();
     let mut observer = StepBar::new(common.steps);
     let outcome = trainer.run(&mut observer)?;
@@ -457,7 +463,8 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
         args.target.display()
     );
     anyhow::ensure!(
-        target.text_vocab() == pairs.tokenizer.vocab_size() && target.codebook_size() == pairs.codebook,
+        target.text_vocab() == pairs.tokenizer.vocab_size()
+            && target.codebook_size() == pairs.codebook,
         "the target reads {} text tokens and {} codes; the data has {} and {}",
         target.text_vocab(),
         target.codebook_size(),

@@ -1,0 +1,230 @@
+//! `voxspec train mtp | nar | draft` on a small synthetic corpus of (text, codes) pairs, run as
+//! a user would: training, refusing to overwrite, resuming, drafts from the trained model, and
+//! bad input named.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use voxspec_data::{
+    Codes, Normalization, TextTokenizer, TokenStoreMeta, TokenStoreWriter, TokenizerKind,
+    Utterance, write_manifest,
+};
+
+fn voxspec(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_voxspec"))
+        .args(args)
+        .output()
+        .expect("the voxspec binary runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn s(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// Manifests, a character tokenizer and a 2-layer token store (codebook 8) under `root`.
+fn corpus(root: &Path) {
+    let data = root.join("data");
+    let tokens = root.join("tokens");
+    std::fs::create_dir_all(&data).expect("mkdir");
+    let sentences = [
+        "the cat sat",
+        "a dog ran",
+        "birds sing",
+        "rain falls",
+        "wind blows",
+        "sun shines",
+        "we talk",
+        "they walk",
+    ];
+    let meta = TokenStoreMeta {
+        n_q: 2,
+        codebook_size: 8,
+        frame_rate: 50.0,
+    };
+    for (split, range) in [("train", 0..6), ("dev", 6..8)] {
+        let mut utts = Vec::new();
+        let mut writer = TokenStoreWriter::new(&tokens, split, meta, 10_000).expect("writer");
+        for i in range {
+            let id = format!("s{}_{i}", i % 2);
+            let frames = 6 + i;
+            let s0: Vec<u32> = (0..frames as u32).map(|j| (i as u32 + j) % 8).collect();
+            let s1: Vec<u32> = s0.iter().map(|c| (c + 3) % 8).collect();
+            writer
+                .push(
+                    &id,
+                    Codes::new(2, frames, [s0, s1].concat()).expect("codes"),
+                )
+                .expect("push");
+            utts.push(Utterance {
+                id,
+                speaker: format!("s{}", i % 2),
+                chapter: "c".into(),
+                path: "unused.wav".into(),
+                text: sentences[i].into(),
+                duration: frames as f64 / 50.0,
+                sample_rate: 16000,
+            });
+        }
+        writer.finish().expect("finish");
+        write_manifest(&data.join(format!("{split}.jsonl")), &utts).expect("manifest");
+    }
+    let tokenizer = TextTokenizer::train(
+        sentences.iter(),
+        TokenizerKind::Char,
+        &Normalization::default(),
+    )
+    .expect("tokenizer");
+    tokenizer.save(&data.join("tokenizer.json")).expect("save");
+}
+
+fn kind(dir: &Path) -> String {
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("config.json")).expect("config"))
+            .expect("json");
+    json["kind"].as_str().unwrap_or("").to_string()
+}
+
+#[test]
+fn language_models_train_resume_and_make_drafts() {
+    let root = tempfile::tempdir().expect("tempdir");
+    corpus(root.path());
+    let (data, tokens) = (s(&root.path().join("data")), s(&root.path().join("tokens")));
+    let mtp = root.path().join("mtp");
+    let common = |out: &Path, steps: &str| -> Vec<String> {
+        [
+            "--data",
+            &data,
+            "--tokens",
+            &tokens,
+            "--out",
+            &s(out),
+            "--steps",
+            steps,
+            "--warmup",
+            "1",
+            "--valid-every",
+            "2",
+            "--checkpoint-every",
+            "2",
+            "--log-every",
+            "1",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let run = |head: &[&str], rest: Vec<String>| {
+        let mut args: Vec<String> = head.iter().map(|a| a.to_string()).collect();
+        args.extend(rest);
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        voxspec(&refs)
+    };
+
+    let o = run(
+        &["train", "mtp", "--preset", "tiny", "--heads", "3"],
+        common(&mtp, "3"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(kind(&mtp), "mtp");
+    assert!(mtp.join("model.safetensors").is_file() && mtp.join("tokenizer.json").is_file());
+
+    // An existing run is not overwritten; --resume continues it.
+    let o = run(&["train", "mtp", "--preset", "tiny"], common(&mtp, "4"));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--resume"), "{}", text(&o));
+    let mut resume = common(&mtp, "4");
+    resume.push("--resume".into());
+    let o = run(&["train", "mtp", "--preset", "tiny"], resume);
+    assert!(o.status.success(), "{}", text(&o));
+    let metrics = std::fs::read_to_string(mtp.join("metrics.jsonl")).expect("metrics");
+    assert!(metrics.contains("\"step\":4"), "{metrics}");
+    assert!(metrics.contains("head2"), "{metrics}");
+
+    let nar = root.path().join("nar");
+    let o = run(&["train", "nar", "--preset", "tiny"], common(&nar, "2"));
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(kind(&nar), "nar");
+
+    let draft = root.path().join("draft");
+    let o = run(
+        &[
+            "train",
+            "draft",
+            "--target",
+            &s(&mtp),
+            "--layers",
+            "0",
+            "--distill-weight",
+            "0.5",
+        ],
+        common(&draft, "2"),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(kind(&draft), "draft");
+
+    // A draft as deep as its 2-layer target, and a NAR model as a target, are refused.
+    let o = run(
+        &["train", "draft", "--target", &s(&mtp), "--layers", "0,-1"],
+        common(&root.path().join("draft2"), "1"),
+    );
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("not shorter than its target"),
+        "{}",
+        text(&o)
+    );
+    let o = run(
+        &["train", "draft", "--target", &s(&nar)],
+        common(&root.path().join("draft3"), "1"),
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).contains("\"nar\""), "{}", text(&o));
+}
+
+#[test]
+fn missing_codes_and_bad_settings_are_named() {
+    let root = tempfile::tempdir().expect("tempdir");
+    corpus(root.path());
+    let data = s(&root.path().join("data"));
+    let out = s(&root.path().join("run"));
+    let o = voxspec(&[
+        "train",
+        "mtp",
+        "--data",
+        &data,
+        "--tokens",
+        &s(&root.path().join("nowhere")),
+        "--out",
+        &out,
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("train token store"), "{}", text(&o));
+    let o = voxspec(&[
+        "train",
+        "mtp",
+        "--data",
+        &data,
+        "--tokens",
+        &s(&root.path().join("tokens")),
+        "--out",
+        &out,
+        "--heads",
+        "2",
+        "--head-weights",
+        "1,0.5,0.2",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--head-weights has 3 values for 2 heads"),
+        "{}",
+        text(&o)
+    );
+}
