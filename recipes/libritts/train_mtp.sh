@@ -3,10 +3,10 @@
 #
 #   stage 0  prepare      corpus → manifests (train/dev/test.jsonl + summary.json)
 #   stage 1  tokenizer    BPE text tokenizer trained on the train transcripts
-#   stage 2  extract      codec codes for every split (shipped codec)          [not yet available]
-#   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding      [not yet available]
-#   stage 4  train_ar     AR model with MTP heads                              [not yet available]
-#   stage 5  train_nar    NAR model for RVQ layers 2..N                        [not yet available]
+#   stage 2  extract      codec codes for every split (needs a codec: --codec DIR)
+#   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding
+#   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps)
+#   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps)
 #   stage 6  bench        decoders side by side: speed and quality            [not yet available]
 #   stage 7  export       self-contained checkpoint card                       [not yet available]
 #
@@ -22,6 +22,11 @@ stop_stage=100
 exp=""
 vocab_size=""
 threads=""
+codec=""
+heads=8
+ar_steps=""
+nar_steps=""
+preset=""
 force_stages=()
 verbose=()
 
@@ -35,6 +40,12 @@ Usage: $0 [options]
   --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
   --vocab-size N       BPE vocabulary size (default 256 for minitts, 512 for LibriTTS)
   --threads N          worker threads (default: all cores)
+  --codec DIR          codec model directory for stage 2 (default: checkpoints/codec-minitts
+                       when it exists; stages 2-5 need codes)
+  --heads N            MTP prediction heads (default 8)
+  --ar-steps N         AR training steps (default 1500 for minitts, 100000 for LibriTTS)
+  --nar-steps N        NAR training steps (default 1000 for minitts, 100000 for LibriTTS)
+  --preset NAME        model size: tiny, small (minitts default) or base (LibriTTS default)
   --force-stage NAME   rerun a finished stage (repeatable): prepare, tokenizer, ...
   -v                   more logging from voxspec
   -h, --help           this help
@@ -50,6 +61,11 @@ while [ $# -gt 0 ]; do
     --exp) exp="$2"; shift 2 ;;
     --vocab-size) vocab_size="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --codec) codec="$2"; shift 2 ;;
+    --heads) heads="$2"; shift 2 ;;
+    --ar-steps) ar_steps="$2"; shift 2 ;;
+    --nar-steps) nar_steps="$2"; shift 2 ;;
+    --preset) preset="$2"; shift 2 ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
     -v|-vv|-vvv) verbose+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -64,12 +80,15 @@ if [ -n "${LIBRITTS_ROOT:-}" ]; then
   exp="${exp:-exp/libritts}"
   vocab_size="${vocab_size:-512}"
   train_subsets="${TRAIN_SUBSETS:-train-clean-100}"
+  ar_steps="${ar_steps:-100000}"; nar_steps="${nar_steps:-100000}"; preset="${preset:-base}"
 else
   corpus="datasets/minitts"
   exp="${exp:-exp/minitts}"
   vocab_size="${vocab_size:-256}"
   train_subsets="train-clean-100"
+  ar_steps="${ar_steps:-1500}"; nar_steps="${nar_steps:-1000}"; preset="${preset:-small}"
 fi
+codec="${codec:-checkpoints/codec-minitts}"
 [ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
 
 global=("${verbose[@]}")
@@ -114,15 +133,63 @@ if run_stage 1 tokenizer; then
   touch "$done_dir/tokenizer.done"
 fi
 
-for entry in "2 extract" "3 transitions" "4 train_ar" "5 train_nar" "6 bench" "7 export"; do
+tokens="$exp/tokens"
+if run_stage 2 extract; then
+  if [ -f "$codec/config.json" ]; then
+    log "Stage 2 (extract): codes of every split with $codec → $tokens"
+    "$voxspec" "${global[@]}" codec extract --codec "$codec" --data "$exp/data" --out "$tokens"
+    touch "$done_dir/extract.done"
+  else
+    missing+=("2:extract (no codec model at $codec: train one with recipes/libritts/train_codec.sh or pass --codec)")
+  fi
+fi
+
+have_tokens() { compgen -G "$tokens/train-*.safetensors" >/dev/null; }
+
+if run_stage 3 transitions; then
+  if have_tokens; then
+    log "Stage 3 (transitions): stream-0 Q → $exp/transitions.safetensors"
+    "$voxspec" "${global[@]}" stats transitions --tokens "$tokens" --out "$exp/transitions.safetensors"
+    touch "$done_dir/transitions.done"
+  else
+    missing+=("3:transitions (no codes in $tokens)")
+  fi
+fi
+
+lm_args=(--data "$exp/data" --tokens "$tokens" --preset "$preset")
+if run_stage 4 train_ar; then
+  if have_tokens; then
+    log "Stage 4 (train_ar): AR model with $heads heads, $ar_steps steps → $exp/ar"
+    resume=(); [ -d "$exp/ar" ] && compgen -G "$exp/ar/checkpoint-*" >/dev/null && resume=(--resume)
+    "$voxspec" "${global[@]}" train mtp "${lm_args[@]}" --heads "$heads" --steps "$ar_steps" \
+      --out "$exp/ar" "${resume[@]+"${resume[@]}"}"
+    touch "$done_dir/train_ar.done"
+  else
+    missing+=("4:train_ar (no codes in $tokens)")
+  fi
+fi
+
+if run_stage 5 train_nar; then
+  if have_tokens; then
+    log "Stage 5 (train_nar): NAR model, $nar_steps steps → $exp/nar"
+    resume=(); [ -d "$exp/nar" ] && compgen -G "$exp/nar/checkpoint-*" >/dev/null && resume=(--resume)
+    "$voxspec" "${global[@]}" train nar "${lm_args[@]}" --steps "$nar_steps" \
+      --out "$exp/nar" "${resume[@]+"${resume[@]}"}"
+    touch "$done_dir/train_nar.done"
+  else
+    missing+=("5:train_nar (no codes in $tokens)")
+  fi
+fi
+
+for entry in "6 bench" "7 export"; do
   set -- $entry
   if [ "$1" -ge "$stage" ] && [ "$1" -le "$stop_stage" ]; then
-    missing+=("$1:$2")
+    missing+=("$1:$2 (not yet in this build)")
   fi
 done
 
 if [ ${#missing[@]} -gt 0 ]; then
-  log "Stages not yet available in this build: ${missing[*]}"
-  log "(codec extraction, MTP/NAR training, bench and export land with the codec and MTP work)"
+  log "Stages that could not run:"
+  for m in "${missing[@]}"; do log "  $m"; done
 fi
 log "Finished the available stages; outputs in $exp"
