@@ -315,7 +315,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
 }
 
 /// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.
-fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     ctrlc::set_handler(move || {
         if stop.swap(true, Ordering::SeqCst) {
             eprintln!("interrupted again: exiting without a checkpoint");
@@ -372,14 +372,14 @@ pub fn score_manifest(
 }
 
 /// The training progress bar: steps, ETA, the latest loss and dev CER.
-struct StepBar {
-    bar: ProgressBar,
+pub(crate) struct StepBar {
+    pub(crate) bar: ProgressBar,
     started: bool,
     valid: Option<String>,
 }
 
 impl StepBar {
-    fn new(steps: usize) -> Self {
+    pub(crate) fn new(steps: usize) -> Self {
         let bar = ProgressBar::new(steps as u64);
         bar.set_style(
             ProgressStyle::with_template(

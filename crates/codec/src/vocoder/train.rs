@@ -419,7 +419,7 @@ pub fn save_vocoder(dir: &Path, config: &VocosConfig, model: &Vocos) -> voxspec_
 /// # Errors
 /// The training crate's errors, naming the file and each mismatching tensor.
 pub fn load_vocoder(dir: &Path, device: &Device) -> voxspec_train::Result<(VocosConfig, Vocos)> {
-    let config: VocosConfig = read_model_config(dir, VOCODER_KIND)?;
+    let (_, config): (String, VocosConfig) = read_model_config(dir, &[VOCODER_KIND])?;
     let model = config.init(device).map_err(TrainError::task)?;
     let model = load_weights(model, &dir.join(voxspec_train::weights::WEIGHTS_FILE))?;
     Ok((config, model))
