@@ -37,15 +37,12 @@ pub const CODEC_KIND: &str = "speechtokenizer";
 /// Name of the codes tensor in the files `codec encode` writes.
 const CODES_TENSOR: &str = "codes";
 
+/// The codec subcommands (each one's help comes from its arguments' documentation).
 #[derive(Debug, Subcommand)]
 pub enum CodecCommand {
-    /// Train a SpeechTokenizer codec on a prepared corpus (semantic distillation optional).
     Train(TrainArgs),
-    /// Encode one audio file into RVQ codes (a safetensors file).
     Encode(EncodeArgs),
-    /// Decode a codes file written by `codec encode` back to a WAV file.
     Decode(DecodeArgs),
-    /// Write token stores (RVQ codes) for every split of a prepared corpus.
     Extract(ExtractArgs),
 }
 
@@ -79,7 +76,9 @@ impl Preset {
     }
 }
 
-/// Train a SpeechTokenizer codec: SEANet encoder + BiLSTM, residual vector quantizer, SEANet
+/// Train a SpeechTokenizer codec on a prepared corpus.
+///
+/// SEANet encoder + BiLSTM, residual vector quantizer, SEANet
 /// decoder; mel, waveform L1 and commitment losses, plus distillation of RVQ-1 towards
 /// semantic-teacher features when --teacher-features is given (the output of `voxspec
 /// teacher extract`; its frames are brought to the codec's frame rate, 50 Hz at hop 320, by
@@ -144,8 +143,10 @@ pub struct TrainArgs {
     resume: bool,
 }
 
-/// Encode one audio file (any format voxspec-audio reads; resampled to the codec's rate) into
-/// the codes of the first --n-q RVQ layers: a safetensors file with one I64 tensor "codes"
+/// Encode one audio file into RVQ codes (a safetensors file).
+///
+/// The audio (any format voxspec-audio reads) is resampled to the codec's rate and encoded
+/// into the codes of the first --n-q RVQ layers: a safetensors file with one I64 tensor "codes"
 /// [n_q, frames] and metadata format=voxspec-codes, sample_rate, frame_rate, hop,
 /// codebook_size, samples.
 #[derive(Debug, Args)]
@@ -163,7 +164,9 @@ pub struct EncodeArgs {
     n_q: Option<usize>,
 }
 
-/// Decode a codes file (`codec encode` output) to a WAV file at the codec's sample rate
+/// Decode a codes file written by `codec encode` back to a WAV file.
+///
+/// The WAV is written at the codec's sample rate
 /// (float 32-bit PCM; trimmed to the encoded length when the file records it).
 #[derive(Debug, Args)]
 pub struct DecodeArgs {
@@ -177,7 +180,9 @@ pub struct DecodeArgs {
     out: PathBuf,
 }
 
-/// Write RVQ codes of every utterance of the train, dev and test splits into token stores:
+/// Write token stores (RVQ codes) for every split of a prepared corpus.
+///
+/// Every utterance of the train, dev and test splits goes into
 /// <OUT>/<split>-NNNNN.safetensors (read with voxspec_data::TokenStore), codes [n_q, frames]
 /// per utterance id. Audio is read in parallel batches and resampled to the codec's rate; each
 /// utterance is encoded at its own length. Every utterance's frame count must equal
