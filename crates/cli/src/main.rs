@@ -4,6 +4,7 @@
 mod audio_cmd;
 mod bench;
 mod bench_model;
+mod codec_cmd;
 mod prepare;
 mod progress;
 mod stats;
@@ -51,6 +52,9 @@ enum Command {
     /// Semantic teachers: extract features of a corpus, transcribe and score (CER).
     #[command(subcommand)]
     Teacher(teacher_cmd::TeacherCommand),
+    /// Train the SpeechTokenizer codec, encode/decode audio, extract token stores.
+    #[command(subcommand)]
+    Codec(codec_cmd::CodecCommand),
     /// Benchmarks that write JSON reports.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -92,6 +96,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Audio(cmd) => audio_cmd::run(cmd),
         Command::Train(cmd) => train_cmd::run(cmd),
         Command::Teacher(cmd) => teacher_cmd::run(cmd),
+        Command::Codec(cmd) => codec_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),
     }

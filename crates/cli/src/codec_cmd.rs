@@ -1,0 +1,817 @@
+//! `voxspec codec train | encode | decode | extract`: the SpeechTokenizer codec through the one
+//! training loop, single-file encoding/decoding, and token stores of a prepared corpus.
+//!
+//! A codec model directory holds `config.json` (`"kind": "speechtokenizer"`, the model config
+//! under `model`) and `model.safetensors` (tensor names = module paths), loaded strictly: a
+//! config that does not match its weights fails naming every tensor and shape that differs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use clap::{Args, Subcommand, ValueEnum};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use voxspec_codec::losses::resample_frames;
+use voxspec_codec::speechtokenizer::train::{
+    CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
+};
+use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
+use voxspec_codec::{FeatureStoreReader, SpeechTokenizer, SpeechTokenizerConfig};
+use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
+use voxspec_train::{
+    LrSchedule, OptimConfig, TrainConfig, TrainObserver, Trainer, list_checkpoints, load_weights,
+    read_model_config, save_weights, write_model_config,
+};
+
+use crate::progress::Bar;
+use crate::train_cmd::{StepBar, install_ctrl_c};
+
+/// The `kind` of a codec model directory's `config.json`.
+pub const CODEC_KIND: &str = "speechtokenizer";
+/// Name of the codes tensor in the files `codec encode` writes.
+const CODES_TENSOR: &str = "codes";
+
+/// The codec subcommands (each one's help comes from its arguments' documentation).
+#[derive(Debug, Subcommand)]
+pub enum CodecCommand {
+    Train(TrainArgs),
+    Encode(EncodeArgs),
+    Decode(DecodeArgs),
+    Extract(ExtractArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Preset {
+    /// Width 4, latent 16, 4 × 32 codes, hop 320: for tests and smoke runs.
+    Tiny,
+    /// Width 16, latent 128, 8 × 256 codes, hop 320 (50 Hz): sized for 2 CPU cores.
+    Small,
+    /// The published SpeechTokenizer: width 32, latent 1024, 8 × 1024 codes.
+    Base,
+}
+
+impl Preset {
+    fn config(self) -> SpeechTokenizerConfig {
+        match self {
+            Preset::Tiny => SpeechTokenizerConfig::new()
+                .with_seanet(
+                    SeanetConfig::new()
+                        .with_n_filters(4)
+                        .with_dimension(16)
+                        .with_lstm_layers(1),
+                )
+                .with_n_q(4)
+                .with_codebook_size(32)
+                .with_kmeans_iters(2),
+            Preset::Small => SpeechTokenizerConfig::small(),
+            Preset::Base => SpeechTokenizerConfig::speechtokenizer_base(),
+        }
+    }
+}
+
+/// Train a SpeechTokenizer codec on a prepared corpus.
+///
+/// SEANet encoder + BiLSTM, residual vector quantizer, SEANet
+/// decoder; mel, waveform L1 and commitment losses, plus distillation of RVQ-1 towards
+/// semantic-teacher features when --teacher-features is given (the output of `voxspec
+/// teacher extract`; its frames are brought to the codec's frame rate, 50 Hz at hop 320, by
+/// linear interpolation when the rates differ). --adversarial adds MPD + MSD discriminators
+/// (a generator and a discriminator phase per step).
+///
+/// Reads <DATA>/train.jsonl (and dev.jsonl for validation); audio is resampled to the codec's
+/// rate. Writes into <OUT>: task.json at the start; metrics.jsonl and TensorBoard events while
+/// training; checkpoint-NNNNNN/ every --checkpoint-every steps; at the end (or on Ctrl-C) the
+/// codec model directory: config.json ("kind": "speechtokenizer") + model.safetensors, which
+/// `codec encode|decode|extract --codec <OUT>` load.
+///
+/// Ctrl-C finishes the current step, writes a checkpoint and the model, and exits 0 (a second
+/// Ctrl-C exits at once). `--resume` continues from the newest checkpoint with the saved task
+/// settings; a run directory with checkpoints is not reused without it.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// Prepared data directory (train.jsonl, optional dev.jsonl).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Teacher feature stores (`voxspec teacher extract` output) for semantic distillation.
+    #[arg(long, value_name = "DIR")]
+    teacher_features: Option<PathBuf>,
+    /// Run directory.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "small")]
+    preset: Preset,
+    /// Optimizer steps in total (a resumed run counts from its checkpoint).
+    #[arg(long, default_value_t = 2000)]
+    steps: usize,
+    /// Segments per batch.
+    #[arg(long, default_value_t = 4)]
+    batch: usize,
+    /// Seconds per training segment (rounded down to whole frames).
+    #[arg(long, default_value_t = 1.0)]
+    segment: f64,
+    /// Train with MPD + MSD discriminators (slower; two phases per step).
+    #[arg(long)]
+    adversarial: bool,
+    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
+    #[arg(long, default_value_t = 1e-3)]
+    lr: f64,
+    /// Warm-up steps.
+    #[arg(long, default_value_t = 100)]
+    warmup: usize,
+    /// Validate (dev losses) every this many steps (0: never).
+    #[arg(long, default_value_t = 200)]
+    valid_every: usize,
+    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
+    #[arg(long, default_value_t = 500)]
+    checkpoint_every: usize,
+    /// Write metrics every this many steps.
+    #[arg(long, default_value_t = 10)]
+    log_every: usize,
+    /// Seed of initialisation, batch order and crops.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Continue from the newest checkpoint in --out.
+    #[arg(long)]
+    resume: bool,
+}
+
+/// Encode one audio file into RVQ codes (a safetensors file).
+///
+/// The audio (any format voxspec-audio reads) is resampled to the codec's rate and encoded
+/// into the codes of the first --n-q RVQ layers: a safetensors file with one I64 tensor "codes"
+/// [n_q, frames] and metadata format=voxspec-codes, sample_rate, frame_rate, hop,
+/// codebook_size, samples.
+#[derive(Debug, Args)]
+pub struct EncodeArgs {
+    /// Codec model directory (`voxspec codec train` output).
+    #[arg(long, value_name = "DIR")]
+    codec: PathBuf,
+    /// Input audio file.
+    input: PathBuf,
+    /// Output codes file.
+    #[arg(long, short, value_name = "FILE")]
+    out: PathBuf,
+    /// RVQ layers to keep (default: all).
+    #[arg(long, value_name = "K")]
+    n_q: Option<usize>,
+}
+
+/// Decode a codes file written by `codec encode` back to a WAV file.
+///
+/// The WAV is written at the codec's sample rate
+/// (float 32-bit PCM; trimmed to the encoded length when the file records it).
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    /// Codec model directory (`voxspec codec train` output).
+    #[arg(long, value_name = "DIR")]
+    codec: PathBuf,
+    /// Input codes file.
+    input: PathBuf,
+    /// Output WAV file.
+    #[arg(long, short, value_name = "FILE")]
+    out: PathBuf,
+}
+
+/// Write token stores (RVQ codes) for every split of a prepared corpus.
+///
+/// Every utterance of the train, dev and test splits goes into
+/// <OUT>/<split>-NNNNN.safetensors (read with voxspec_data::TokenStore), codes [n_q, frames]
+/// per utterance id. Audio is read in parallel batches and resampled to the codec's rate; each
+/// utterance is encoded at its own length. Every utterance's frame count must equal
+/// ceil(samples / hop) and agree (±1 frame) with its manifest duration, or extraction stops
+/// naming the utterance. Finished shards are kept: rerunning after an interruption encodes
+/// only the utterances not in the store yet.
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// Codec model directory (`voxspec codec train` output).
+    #[arg(long, value_name = "DIR")]
+    codec: PathBuf,
+    /// Prepared data directory (train.jsonl, dev.jsonl, test.jsonl).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Output directory of the token shards.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// RVQ layers to keep (default: all).
+    #[arg(long, value_name = "K")]
+    n_q: Option<usize>,
+    /// Splits to extract (comma separated; a split without a manifest is skipped).
+    #[arg(long, value_delimiter = ',', default_value = "train,dev,test")]
+    splits: Vec<String>,
+    /// Utterances whose audio is read in parallel per batch.
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// Utterances per shard flush (frames per shard before a new shard starts).
+    #[arg(long, default_value_t = 100_000)]
+    shard_frames: usize,
+}
+
+pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
+    match cmd {
+        CodecCommand::Train(args) => train(args),
+        CodecCommand::Encode(args) => encode(args),
+        CodecCommand::Decode(args) => decode(args),
+        CodecCommand::Extract(args) => extract(args),
+    }
+}
+
+/// The `config.json` body of a codec model directory (besides `kind` and `voxspec_version`).
+#[derive(Debug, Serialize, Deserialize)]
+struct CodecFile {
+    model: SpeechTokenizerConfig,
+}
+
+/// Writes `model` with its config as a codec model directory.
+fn save_codec(
+    dir: &Path,
+    config: &SpeechTokenizerConfig,
+    model: &SpeechTokenizer,
+) -> anyhow::Result<()> {
+    write_model_config(
+        dir,
+        CODEC_KIND,
+        &CodecFile {
+            model: config.clone(),
+        },
+    )?;
+    save_weights(model, &dir.join(voxspec_train::weights::WEIGHTS_FILE))?;
+    Ok(())
+}
+
+/// Loads a codec model directory written by `codec train`.
+fn load_codec(
+    dir: &Path,
+    device: &Device,
+) -> anyhow::Result<(SpeechTokenizerConfig, SpeechTokenizer)> {
+    let (_, file): (String, CodecFile) = read_model_config(dir, &[CODEC_KIND])
+        .with_context(|| format!("loading the codec {}", dir.display()))?;
+    let model = file
+        .model
+        .init(device)
+        .with_context(|| format!("the model config in {}", dir.display()))?;
+    let model = load_weights(model, &dir.join(voxspec_train::weights::WEIGHTS_FILE))
+        .with_context(|| format!("loading the codec {}", dir.display()))?;
+    Ok((file.model, model))
+}
+
+/// Reads an audio file at `rate`, saying so when it had to be resampled.
+fn read_audio(path: &Path, rate: u32) -> anyhow::Result<Vec<f32>> {
+    let audio = voxspec_audio::load(path)
+        .with_context(|| format!("{} is not readable audio", path.display()))?;
+    if audio.sample_rate == rate {
+        return Ok(audio.samples);
+    }
+    tracing::info!(
+        file = %path.display(),
+        from = audio.sample_rate,
+        to = rate,
+        "resampling to the codec's rate"
+    );
+    voxspec_audio::resample(&audio.samples, audio.sample_rate, rate)
+        .with_context(|| format!("resampling {} to {rate} Hz", path.display()))
+}
+
+/// What `--resume` needs besides the checkpoint: the task settings of the run.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunFile {
+    preset: Preset,
+    teacher_features: Option<PathBuf>,
+    task: CodecTrainConfig,
+}
+
+/// Teacher features of `id` from `store`, brought to `frames` codec frames.
+fn teacher_for(
+    store: &FeatureStoreReader,
+    id: &str,
+    frames: usize,
+    codec_rate: f32,
+    device: &Device,
+) -> anyhow::Result<(Vec<f32>, usize, usize)> {
+    let f = store.get(id)?.with_context(|| {
+        format!("no teacher features for utterance {id}; rerun `voxspec teacher extract`")
+    })?;
+    let same_rate = (store.meta().frame_rate - codec_rate).abs() < 1e-3;
+    let dim = f.dim;
+    let values = if same_rate {
+        // Equal rates: the counts differ by padding only; cut or repeat the last frame.
+        let mut v = f.data;
+        v.truncate(frames.min(f.frames) * dim);
+        while v.len() < frames * dim && f.frames > 0 {
+            let last = v[v.len() - dim..].to_vec();
+            v.extend_from_slice(&last);
+        }
+        v
+    } else {
+        let t: Tensor<3> = Tensor::from_data(TensorData::new(f.data, [1, f.frames, dim]), device);
+        resample_frames(t, frames)
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .map_err(|e| anyhow::anyhow!("resampling the features of {id}: {e:?}"))?
+    };
+    Ok((values, frames, dim))
+}
+
+/// Audio (and teacher features) of a split, in memory.
+fn load_split(
+    utterances: &[Utterance],
+    config: &SpeechTokenizerConfig,
+    features: Option<&FeatureStoreReader>,
+    what: &str,
+) -> anyhow::Result<Vec<CodecUtterance>> {
+    let rate = config.sample_rate;
+    let hop = config.hop_length();
+    let codec_rate = config.frame_rate();
+    let device = Device::flex();
+    let bar = Bar::with_len(utterances.len() as u64, what);
+    let out = utterances
+        .par_iter()
+        .map(|u| {
+            let samples = read_audio(Path::new(&u.path), rate)
+                .with_context(|| format!("utterance {}", u.id))?;
+            let teacher = features
+                .map(|store| {
+                    teacher_for(
+                        store,
+                        &u.id,
+                        samples.len().div_ceil(hop),
+                        codec_rate,
+                        &device,
+                    )
+                })
+                .transpose()?;
+            bar.inc(1);
+            Ok(CodecUtterance { samples, teacher })
+        })
+        .collect::<anyhow::Result<Vec<_>>>();
+    bar.finish();
+    out
+}
+
+fn read_split(data: &Path, split: &str, required: bool) -> anyhow::Result<Vec<Utterance>> {
+    let path = data.join(format!("{split}.jsonl"));
+    if !path.is_file() && !required {
+        return Ok(Vec::new());
+    }
+    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
+}
+
+fn train(args: TrainArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
+    let train = read_split(&args.data, "train", true)?;
+    anyhow::ensure!(
+        !train.is_empty(),
+        "{} has no utterances",
+        args.data.join("train.jsonl").display()
+    );
+    let dev = read_split(&args.data, "dev", false)?;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let run_file = args.out.join("task.json");
+    let has_checkpoints = !list_checkpoints(&args.out)?.is_empty();
+    if has_checkpoints && !args.resume {
+        bail!(
+            "{} already holds checkpoints: pass --resume to continue that run, or choose \
+             another --out",
+            args.out.display()
+        );
+    }
+    let run = if has_checkpoints {
+        let run: RunFile = serde_json::from_slice(
+            &std::fs::read(&run_file).with_context(|| format!("reading {}", run_file.display()))?,
+        )
+        .with_context(|| format!("parsing {}", run_file.display()))?;
+        if run.preset != args.preset {
+            tracing::warn!(saved = ?run.preset, given = ?args.preset,
+                "--preset ignored: resuming with the run's saved model");
+        }
+        run
+    } else {
+        if args.resume {
+            tracing::warn!(
+                "--resume: no checkpoint in {}, starting a new run",
+                args.out.display()
+            );
+        }
+        let mut model = args.preset.config();
+        if let Some(dir) = &args.teacher_features {
+            let store = FeatureStoreReader::open(dir, "train")
+                .with_context(|| format!("opening the teacher features {}", dir.display()))?;
+            model = model.with_semantic_dimension(store.meta().dim);
+        }
+        let hop = model.hop_length();
+        let segment_frames = ((args.segment * f64::from(model.sample_rate)) as usize / hop).max(1);
+        let task = CodecTrainConfig::new()
+            .with_model(model)
+            .with_segment_samples(segment_frames * hop)
+            .with_batch_size(args.batch)
+            .with_data_seed(args.seed)
+            .with_adversarial(args.adversarial.then(DiscriminatorsConfig::new));
+        let run = RunFile {
+            preset: args.preset,
+            teacher_features: args.teacher_features.clone(),
+            task,
+        };
+        voxspec_data::write_atomic(&run_file, serde_json::to_string_pretty(&run)?.as_bytes())?;
+        run
+    };
+    let model_config = run.task.model.clone();
+    let hop = model_config.hop_length();
+    let (train_store, dev_store) = match &run.teacher_features {
+        Some(dir) => {
+            let train = FeatureStoreReader::open(dir, "train")
+                .with_context(|| format!("opening the teacher features {}", dir.display()))?;
+            anyhow::ensure!(
+                train.meta().dim == model_config.semantic_dimension,
+                "teacher features in {} are {}-d but the model distils to {} dimensions",
+                dir.display(),
+                train.meta().dim,
+                model_config.semantic_dimension
+            );
+            let dev = FeatureStoreReader::open(dir, "dev").ok();
+            println!(
+                "teacher features {}: {}-d at {} Hz ({}), codec frames at {} Hz",
+                dir.display(),
+                train.meta().dim,
+                train.meta().frame_rate,
+                train.meta().teacher,
+                model_config.frame_rate()
+            );
+            (Some(train), dev)
+        }
+        None => {
+            println!("no --teacher-features: training without semantic distillation");
+            (None, None)
+        }
+    };
+    let train_utts = load_split(&train, &model_config, train_store.as_ref(), "train audio")?;
+    let dev_utts = if dev.is_empty() {
+        Vec::new()
+    } else {
+        load_split(&dev, &model_config, dev_store.as_ref(), "dev audio")?
+    };
+    println!(
+        "train: {} utterances, dev: {} utterances; segments of {} samples, batch {}",
+        train_utts.len(),
+        dev_utts.len(),
+        run.task.segment_samples,
+        run.task.batch_size
+    );
+    let seg = run.task.segment_samples;
+    let batch = run.task.batch_size;
+    let seed = run.task.data_seed;
+    let train_data = CodecData::new(train_utts, seg, batch, hop, seed)?;
+    let valid_data = if dev_utts.is_empty() {
+        None
+    } else {
+        Some(CodecData::new(dev_utts, seg, batch, hop, seed)?)
+    };
+    let device = Device::flex();
+    let task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
+    let config = TrainConfig {
+        seed: args.seed,
+        max_steps: args.steps,
+        optimizer: OptimConfig {
+            lr: args.lr,
+            warmup_steps: args.warmup,
+            schedule: LrSchedule::Cosine {
+                decay_steps: args.steps.saturating_sub(args.warmup).max(1),
+                min_lr: args.lr * 0.05,
+            },
+            clip_grad_norm: Some(5.0),
+            ..OptimConfig::default()
+        },
+        log_every: args.log_every.max(1),
+        valid_every: args.valid_every,
+        checkpoint_every: args.checkpoint_every,
+        tensorboard: true,
+        ..TrainConfig::default()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone())?;
+    let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);
+    let started = Instant::now();
+    let mut observer = CodecBar(StepBar::new(args.steps));
+    let outcome = trainer.run(&mut observer)?;
+    observer.0.bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let model = outcome.model.generator.valid();
+    save_codec(&args.out, &model_config, &model)?;
+    if outcome.stopped {
+        println!(
+            "stopped at step {} after {seconds:.0} s; continue with --resume",
+            outcome.step
+        );
+    } else {
+        println!("trained {} steps in {seconds:.0} s", outcome.step);
+    }
+    println!(
+        "codec: {} ({} × {} codes at {} Hz)",
+        args.out.display(),
+        model_config.n_q,
+        model_config.codebook_size,
+        model_config.frame_rate()
+    );
+    Ok(())
+}
+
+/// The step bar with codec validation lines (losses, no error rate).
+struct CodecBar(StepBar);
+
+impl TrainObserver for CodecBar {
+    fn on_step(&mut self, report: &voxspec_train::StepReport) {
+        self.0.on_step(report);
+    }
+
+    fn on_validation(&mut self, step: usize, values: &std::collections::BTreeMap<String, f64>) {
+        let parts: Vec<String> = values.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        let line = format!("step {step}: dev {}", parts.join(", "));
+        if self.0.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.0.bar.println(line);
+        }
+    }
+
+    fn on_checkpoint(&mut self, step: usize, dir: &Path) {
+        self.0.on_checkpoint(step, dir);
+    }
+}
+
+/// Codes `[n_q, frames]` (stream-major) of one waveform.
+fn encode_wave(
+    model: &SpeechTokenizer,
+    samples: &[f32],
+    n_q: usize,
+    device: &Device,
+) -> anyhow::Result<Codes> {
+    anyhow::ensure!(!samples.is_empty(), "the audio is empty");
+    let wave: Tensor<3> = Tensor::from_data(
+        TensorData::new(samples.to_vec(), [1, 1, samples.len()]),
+        device,
+    );
+    let codes = model.encode(wave, n_q)?; // [n_q, 1, frames]
+    let [q, _, frames] = codes.dims();
+    let data = codes
+        .into_data()
+        .try_into_vec_as::<i64>()
+        .map_err(|e| anyhow::anyhow!("reading the codes: {e:?}"))?;
+    let data = data
+        .into_iter()
+        .map(|c| u32::try_from(c).map_err(|_| anyhow::anyhow!("negative code {c}")))
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    Ok(Codes::new(q, frames, data)?)
+}
+
+fn check_n_q(n_q: Option<usize>, model: &SpeechTokenizer) -> anyhow::Result<usize> {
+    let all = model.n_q();
+    let n = n_q.unwrap_or(all);
+    anyhow::ensure!(
+        (1..=all).contains(&n),
+        "--n-q {n}: the codec has RVQ layers 1..={all}"
+    );
+    Ok(n)
+}
+
+fn encode(args: EncodeArgs) -> anyhow::Result<()> {
+    let device = Device::flex();
+    let (config, model) = load_codec(&args.codec, &device)?;
+    let n_q = check_n_q(args.n_q, &model)?;
+    let samples = read_audio(&args.input, config.sample_rate)?;
+    let codes = encode_wave(&model, &samples, n_q, &device)
+        .with_context(|| format!("encoding {}", args.input.display()))?;
+    let bytes: Vec<u8> = codes
+        .data
+        .iter()
+        .flat_map(|&c| i64::from(c).to_le_bytes())
+        .collect();
+    let view = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::I64,
+        vec![codes.n_q, codes.n_frames],
+        &bytes,
+    )
+    .map_err(|e| anyhow::anyhow!("building the codes tensor: {e}"))?;
+    let meta = HashMap::from([
+        ("format".to_string(), "voxspec-codes".to_string()),
+        ("sample_rate".to_string(), config.sample_rate.to_string()),
+        ("frame_rate".to_string(), config.frame_rate().to_string()),
+        ("hop".to_string(), config.hop_length().to_string()),
+        (
+            "codebook_size".to_string(),
+            config.codebook_size.to_string(),
+        ),
+        ("samples".to_string(), samples.len().to_string()),
+    ]);
+    let file = safetensors::serialize([(CODES_TENSOR, view)], Some(meta))
+        .map_err(|e| anyhow::anyhow!("serialising the codes: {e}"))?;
+    voxspec_data::write_atomic(&args.out, &file)?;
+    println!(
+        "{}: {} samples at {} Hz → codes [{}, {}] → {}",
+        args.input.display(),
+        samples.len(),
+        config.sample_rate,
+        codes.n_q,
+        codes.n_frames,
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// Reads a codes file: the codes `[n_q, frames]` (row-major) and the recorded sample count.
+fn read_codes(path: &Path) -> anyhow::Result<(usize, usize, Vec<i64>, Option<usize>)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| anyhow::anyhow!("{} is not a safetensors codes file: {e}", path.display()))?;
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let samples = header
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get("samples"))
+        .and_then(|s| s.parse().ok());
+    let t = st
+        .tensor(CODES_TENSOR)
+        .map_err(|_| anyhow::anyhow!("{} has no tensor \"{CODES_TENSOR}\"", path.display()))?;
+    let shape = t.shape();
+    anyhow::ensure!(
+        shape.len() == 2,
+        "{}: codes must be [n_q, frames], got {shape:?}",
+        path.display()
+    );
+    let data: Vec<i64> = match t.dtype() {
+        safetensors::Dtype::I64 => t
+            .data()
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+            .collect(),
+        safetensors::Dtype::I32 => t
+            .data()
+            .chunks_exact(4)
+            .map(|b| i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+            .collect(),
+        other => bail!(
+            "{}: codes must be I64 or I32, got {other:?}",
+            path.display()
+        ),
+    };
+    Ok((shape[0], shape[1], data, samples))
+}
+
+fn decode(args: DecodeArgs) -> anyhow::Result<()> {
+    let device = Device::flex();
+    let (config, model) = load_codec(&args.codec, &device)?;
+    let (n_q, frames, data, samples) = read_codes(&args.input)?;
+    anyhow::ensure!(
+        (1..=model.n_q()).contains(&n_q) && frames > 0,
+        "{}: codes [{n_q}, {frames}] do not fit the codec ({} RVQ layers)",
+        args.input.display(),
+        model.n_q()
+    );
+    let k = config.codebook_size as i64;
+    if let Some(bad) = data.iter().find(|&&c| !(0..k).contains(&c)) {
+        bail!(
+            "{}: code {bad} is outside the codebook [0, {k})",
+            args.input.display()
+        );
+    }
+    let codes: Tensor<3, Int> = Tensor::from_data(TensorData::new(data, [n_q, 1, frames]), &device); // [n_q, batch, frames]
+    let wave = model.decode(codes)?; // [1, 1, frames · hop]
+    let mut out = wave
+        .into_data()
+        .try_into_vec_as::<f32>()
+        .map_err(|e| anyhow::anyhow!("reading the waveform: {e:?}"))?;
+    if let Some(n) = samples {
+        out.truncate(n);
+    }
+    let n = out.len();
+    let audio = voxspec_audio::Audio::new(out, config.sample_rate);
+    voxspec_audio::write_wav(&args.out, &audio, voxspec_audio::WavFormat::Float32)?;
+    println!(
+        "{}: codes [{n_q}, {frames}] → {n} samples at {} Hz → {}",
+        args.input.display(),
+        config.sample_rate,
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn extract(args: ExtractArgs) -> anyhow::Result<()> {
+    let device = Device::flex();
+    let (config, model) = load_codec(&args.codec, &device)?;
+    let n_q = check_n_q(args.n_q, &model)?;
+    let rate = config.sample_rate;
+    let hop = config.hop_length();
+    let meta = TokenStoreMeta {
+        n_q,
+        codebook_size: u32::try_from(config.codebook_size)
+            .context("the codebook size does not fit 32 bits")?,
+        frame_rate: config.frame_rate(),
+    };
+    println!(
+        "codec {}: {n_q} × {} codes at {} Hz (hop {hop} at {rate} Hz)",
+        args.codec.display(),
+        config.codebook_size,
+        meta.frame_rate
+    );
+    let mut any = false;
+    for split in &args.splits {
+        let manifest = args.data.join(format!("{split}.jsonl"));
+        if !manifest.is_file() {
+            println!("{split}: no {} — skipped", manifest.display());
+            continue;
+        }
+        any = true;
+        let utterances = read_manifest(&manifest)?;
+        let done: std::collections::HashSet<String> = match voxspec_data::TokenStore::open(
+            &args.out, split,
+        ) {
+            Ok(store) => {
+                anyhow::ensure!(
+                    store.meta() == meta,
+                    "{}: the {split} store holds {:?}, this codec writes {:?}; use another --out",
+                    args.out.display(),
+                    store.meta(),
+                    meta
+                );
+                store.ids().into_iter().map(String::from).collect()
+            }
+            Err(_) => Default::default(),
+        };
+        let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
+        let todo: Vec<&Utterance> = utterances
+            .iter()
+            .filter(|u| !done.contains(&u.id))
+            .collect();
+        let kept = utterances.len() - todo.len();
+        let bar = Bar::with_len(todo.len() as u64, split);
+        let mut frames = 0usize;
+        for chunk in todo.chunks(args.batch.max(1)) {
+            let waves = chunk
+                .par_iter()
+                .map(|u| {
+                    read_audio(Path::new(&u.path), rate)
+                        .with_context(|| format!("utterance {}", u.id))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            for (u, wave) in chunk.iter().zip(&waves) {
+                let codes = encode_wave(&model, wave, n_q, &device)
+                    .with_context(|| format!("encoding utterance {}", u.id))?;
+                check_frames(u, wave.len(), codes.n_frames, rate, hop)?;
+                frames += codes.n_frames;
+                writer.push(&u.id, codes)?;
+                bar.inc(1);
+            }
+        }
+        writer.finish()?;
+        bar.finish();
+        println!(
+            "{split}: {} utterances written ({frames} frames), {kept} already there",
+            todo.len()
+        );
+    }
+    anyhow::ensure!(
+        any,
+        "no manifest for the splits {:?} in {}",
+        args.splits,
+        args.data.display()
+    );
+    println!("tokens: {}", args.out.display());
+    Ok(())
+}
+
+/// The codec's frame rule: `ceil(samples / hop)` frames, and the manifest duration must give
+/// the same count within one frame (duration rounding).
+fn check_frames(
+    u: &Utterance,
+    samples: usize,
+    frames: usize,
+    rate: u32,
+    hop: usize,
+) -> anyhow::Result<()> {
+    let expected = samples.div_ceil(hop);
+    anyhow::ensure!(
+        frames == expected,
+        "utterance {}: the codec produced {frames} frames for {samples} samples; expected \
+         ceil({samples} / {hop}) = {expected}",
+        u.id
+    );
+    let from_duration = (u.duration * f64::from(rate) / hop as f64).ceil() as usize;
+    anyhow::ensure!(
+        frames.abs_diff(from_duration) <= 1,
+        "utterance {}: {frames} frames ({samples} samples) do not match the manifest duration \
+         {:.3} s ({from_duration} frames at {} Hz); the manifest is stale or the file changed: \
+         rerun `voxspec prepare`",
+        u.id,
+        u.duration,
+        rate as f32 / hop as f32
+    );
+    Ok(())
+}

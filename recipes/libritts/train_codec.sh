@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Train the SpeechTokenizer codec and extract the codes the language models train on.
+#
+#   stage 0  prepare   corpus → manifests (train/dev/test.jsonl + summary.json)
+#   stage 1  teacher   CTC teacher (log-mel → characters), the semantic target of RVQ-1
+#   stage 2  features  teacher features of every split → <exp>/features
+#   stage 3  codec     SpeechTokenizer trained with RVQ-1 distillation → <exp>/codec
+#   stage 4  extract   RVQ codes of every split → <exp>/tokens (token stores)
+#   (no vocoder stage: the codec's decoder produces the waveform itself)
+#
+# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
+# reruns one. Training stages resume from their newest checkpoint when rerun after an
+# interruption. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."   # repository root
+
+stage=0
+stop_stage=100
+exp=""
+threads=""
+ctc_steps=""
+codec_steps=""
+preset=""
+ctc_preset=""
+adversarial=()
+force_stages=()
+verbose=()
+
+usage() {
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  cat <<USAGE
+
+Usage: $0 [options]
+  --stage N            first stage to run (default 0)
+  --stop-stage N       last stage to run (default: all)
+  --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
+  --threads N          worker threads (default: all cores)
+  --ctc-steps N        CTC teacher steps (default 300 for minitts, 30000 for LibriTTS)
+  --codec-steps N      codec steps (default 500 for minitts, 200000 for LibriTTS)
+  --preset NAME        codec size: tiny, small (minitts default) or base (LibriTTS default)
+  --ctc-preset NAME    teacher size: tiny, small (minitts default) or base (LibriTTS default)
+  --adversarial        train the codec with MPD + MSD discriminators
+  --force-stage NAME   rerun a finished stage (repeatable): prepare, teacher, features, ...
+  -v                   more logging from voxspec
+  -h, --help           this help
+Environment: LIBRITTS_ROOT=/path/to/LibriTTS selects the real corpus (train-clean-100,
+dev-clean, test-clean; set TRAIN_SUBSETS=train-clean-100,train-clean-360 for more).
+CARGO_TARGET_DIR is honoured when locating the voxspec binary.
+USAGE
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage="$2"; shift 2 ;;
+    --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
+    --exp) exp="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --ctc-steps) ctc_steps="$2"; shift 2 ;;
+    --codec-steps) codec_steps="$2"; shift 2 ;;
+    --preset) preset="$2"; shift 2 ;;
+    --ctc-preset) ctc_preset="$2"; shift 2 ;;
+    --adversarial) adversarial=(--adversarial); shift ;;
+    --force-stage) force_stages+=("$2"); shift 2 ;;
+    -v|-vv|-vvv) verbose+=("$1"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "error: unknown option '$1' (see $0 --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+if [ -n "${LIBRITTS_ROOT:-}" ]; then
+  corpus="$LIBRITTS_ROOT"
+  exp="${exp:-exp/libritts}"
+  train_subsets="${TRAIN_SUBSETS:-train-clean-100}"
+  ctc_steps="${ctc_steps:-30000}"; codec_steps="${codec_steps:-200000}"
+  preset="${preset:-base}"; ctc_preset="${ctc_preset:-base}"
+  segment=3.0; batch=8
+else
+  corpus="datasets/minitts"
+  exp="${exp:-exp/minitts}"
+  train_subsets="train-clean-100"
+  ctc_steps="${ctc_steps:-300}"; codec_steps="${codec_steps:-500}"
+  preset="${preset:-small}"; ctc_preset="${ctc_preset:-small}"
+  segment=1.0; batch=4
+fi
+[ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
+
+global=("${verbose[@]+"${verbose[@]}"}")
+[ -n "$threads" ] && global+=(--threads "$threads")
+
+log "Building voxspec (release)"
+cargo build --release --quiet --bin voxspec
+voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
+
+done_dir="$exp/.done"
+mkdir -p "$done_dir"
+
+# run_stage N NAME: true when stage N is in range and NAME is not finished (or forced).
+run_stage() {
+  local n="$1" name="$2"
+  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
+  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
+    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
+  done
+  if [ -f "$done_dir/$name.done" ]; then
+    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
+    return 1
+  fi
+  return 0
+}
+
+# resume_flag DIR: --resume when DIR holds checkpoints of an interrupted run.
+resume_flag() { compgen -G "$1/checkpoint-*" >/dev/null && echo --resume || true; }
+
+if run_stage 0 prepare; then
+  log "Stage 0 (prepare): $corpus → $exp/data"
+  force=()
+  for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
+  "$voxspec" "${global[@]+"${global[@]}"}" prepare --corpus "$corpus" --out "$exp/data" \
+    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean \
+    "${force[@]+"${force[@]}"}"
+  touch "$done_dir/prepare.done"
+fi
+
+if run_stage 1 teacher; then
+  log "Stage 1 (teacher): CTC teacher ($ctc_preset), $ctc_steps steps → $exp/ctc"
+  resume=$(resume_flag "$exp/ctc")
+  "$voxspec" "${global[@]+"${global[@]}"}" train ctc --data "$exp/data" --out "$exp/ctc" \
+    --preset "$ctc_preset" --steps "$ctc_steps" ${resume:+"$resume"}
+  touch "$done_dir/teacher.done"
+fi
+
+if run_stage 2 features; then
+  log "Stage 2 (features): teacher features of every split → $exp/features"
+  "$voxspec" "${global[@]+"${global[@]}"}" teacher extract --teacher "$exp/ctc" \
+    --data "$exp/data" --out "$exp/features"
+  touch "$done_dir/features.done"
+fi
+
+if run_stage 3 codec; then
+  log "Stage 3 (codec): SpeechTokenizer ($preset), $codec_steps steps → $exp/codec"
+  resume=$(resume_flag "$exp/codec")
+  "$voxspec" "${global[@]+"${global[@]}"}" codec train --data "$exp/data" \
+    --teacher-features "$exp/features" --out "$exp/codec" --preset "$preset" \
+    --steps "$codec_steps" --segment "$segment" --batch "$batch" \
+    "${adversarial[@]+"${adversarial[@]}"}" ${resume:+"$resume"}
+  touch "$done_dir/codec.done"
+fi
+
+if run_stage 4 extract; then
+  log "Stage 4 (extract): codes of every split → $exp/tokens"
+  "$voxspec" "${global[@]+"${global[@]}"}" codec extract --codec "$exp/codec" \
+    --data "$exp/data" --out "$exp/tokens"
+  touch "$done_dir/extract.done"
+fi
+
+log "Finished; codec in $exp/codec, tokens in $exp/tokens"
+log "Next: recipes/libritts/train_mtp.sh --codec $exp/codec"
