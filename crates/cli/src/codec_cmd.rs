@@ -25,12 +25,12 @@ use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
 use voxspec_codec::{FeatureStoreReader, SpeechTokenizer, SpeechTokenizerConfig};
 use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
 use voxspec_train::{
-    LrSchedule, OptimConfig, TrainConfig, TrainObserver, Trainer, list_checkpoints, load_weights,
-    read_model_config, save_weights, write_model_config,
+    TrainObserver, Trainer, list_checkpoints, load_weights, read_model_config, save_weights,
+    write_model_config,
 };
 
 use crate::progress::Bar;
-use crate::train_cmd::{StepBar, install_ctrl_c};
+use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c};
 
 /// The `kind` of a codec model directory's `config.json`.
 pub const CODEC_KIND: &str = "speechtokenizer";
@@ -476,25 +476,17 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     };
     let device = Device::flex();
     let task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
-    let config = TrainConfig {
+    let config = LoopSettings {
         seed: args.seed,
-        max_steps: args.steps,
-        optimizer: OptimConfig {
-            lr: args.lr,
-            warmup_steps: args.warmup,
-            schedule: LrSchedule::Cosine {
-                decay_steps: args.steps.saturating_sub(args.warmup).max(1),
-                min_lr: args.lr * 0.05,
-            },
-            clip_grad_norm: Some(5.0),
-            ..OptimConfig::default()
-        },
-        log_every: args.log_every.max(1),
+        steps: args.steps,
+        lr: args.lr,
+        warmup: args.warmup,
+        clip: 5.0,
+        log_every: args.log_every,
         valid_every: args.valid_every,
         checkpoint_every: args.checkpoint_every,
-        tensorboard: true,
-        ..TrainConfig::default()
-    };
+    }
+    .config();
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
     let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);

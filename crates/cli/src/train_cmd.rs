@@ -245,25 +245,17 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         );
     }
 
-    let config = TrainConfig {
+    let config = LoopSettings {
         seed: args.seed,
-        max_steps: args.steps,
-        optimizer: OptimConfig {
-            lr: args.lr,
-            warmup_steps: args.warmup,
-            schedule: LrSchedule::Cosine {
-                decay_steps: args.steps.saturating_sub(args.warmup).max(1),
-                min_lr: args.lr * 0.05,
-            },
-            clip_grad_norm: Some(5.0),
-            ..OptimConfig::default()
-        },
-        log_every: args.log_every.max(1),
+        steps: args.steps,
+        lr: args.lr,
+        warmup: args.warmup,
+        clip: 5.0,
+        log_every: args.log_every,
         valid_every: args.valid_every,
         checkpoint_every: args.checkpoint_every,
-        tensorboard: true,
-        ..TrainConfig::default()
-    };
+    }
+    .config();
     let device = Device::flex();
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
@@ -322,6 +314,44 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         dev.len()
     );
     Ok(())
+}
+
+/// The loop settings every `voxspec train` command uses: AdamW with linear warm-up then cosine
+/// decay to 5% of the peak, global-norm clipping at `clip`, TensorBoard on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LoopSettings {
+    pub(crate) seed: u64,
+    pub(crate) steps: usize,
+    pub(crate) lr: f64,
+    pub(crate) warmup: usize,
+    pub(crate) clip: f64,
+    pub(crate) log_every: usize,
+    pub(crate) valid_every: usize,
+    pub(crate) checkpoint_every: usize,
+}
+
+impl LoopSettings {
+    pub(crate) fn config(self) -> TrainConfig {
+        TrainConfig {
+            seed: self.seed,
+            max_steps: self.steps,
+            optimizer: OptimConfig {
+                lr: self.lr,
+                warmup_steps: self.warmup,
+                schedule: LrSchedule::Cosine {
+                    decay_steps: self.steps.saturating_sub(self.warmup).max(1),
+                    min_lr: self.lr * 0.05,
+                },
+                clip_grad_norm: Some(self.clip),
+                ..OptimConfig::default()
+            },
+            log_every: self.log_every.max(1),
+            valid_every: self.valid_every,
+            checkpoint_every: self.checkpoint_every,
+            tensorboard: true,
+            ..TrainConfig::default()
+        }
+    }
 }
 
 /// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.

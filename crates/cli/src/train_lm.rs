@@ -26,9 +26,9 @@ use voxspec_mtp::{
     MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
     NarTaskConfig, load_mtp, save_mtp, save_nar,
 };
-use voxspec_train::{LrSchedule, OptimConfig, TrainConfig, TrainTask, Trainer, list_checkpoints};
+use voxspec_train::{TrainConfig, TrainTask, Trainer, list_checkpoints};
 
-use crate::train_cmd::{StepBar, install_ctrl_c};
+use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c};
 
 /// Model sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -265,24 +265,18 @@ fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {
 
 fn train_config(common: &LmCommon, freeze: Vec<String>) -> TrainConfig {
     TrainConfig {
-        seed: common.seed,
-        max_steps: common.steps,
-        optimizer: OptimConfig {
-            lr: common.lr,
-            warmup_steps: common.warmup,
-            schedule: LrSchedule::Cosine {
-                decay_steps: common.steps.saturating_sub(common.warmup).max(1),
-                min_lr: common.lr * 0.05,
-            },
-            clip_grad_norm: Some(1.0),
-            ..OptimConfig::default()
-        },
         freeze,
-        log_every: common.log_every.max(1),
-        valid_every: common.valid_every,
-        checkpoint_every: common.checkpoint_every,
-        tensorboard: true,
-        ..TrainConfig::default()
+        ..LoopSettings {
+            seed: common.seed,
+            steps: common.steps,
+            lr: common.lr,
+            warmup: common.warmup,
+            clip: 1.0,
+            log_every: common.log_every,
+            valid_every: common.valid_every,
+            checkpoint_every: common.checkpoint_every,
+        }
+        .config()
     }
 }
 

@@ -22,6 +22,6 @@ pub use checkpoint::{MtpFile, NarFile, load_mtp, load_nar, save_mtp, save_nar};
 pub use error::{MtpError, Result};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
-pub use nar::{NarConfig, NarInput, NarModel};
+pub use nar::{NarConfig, NarInput, NarItem, NarModel};
 pub use nar_train::{NarBatch, NarData, NarTask, NarTaskConfig};
 pub use train::{MtpBatch, MtpData, MtpTask, MtpTaskConfig, host_batch, mtp_loss};

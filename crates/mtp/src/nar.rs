@@ -142,6 +142,10 @@ pub struct NarModel {
     codebook_size: usize,
 }
 
+/// One item for [`NarModel::inputs`]: text tokens, codes `[n_q][frames]` (prompt frames
+/// first) and the number of prompt frames.
+pub type NarItem<'a> = (&'a [u32], &'a [Vec<u32>], usize);
+
 /// One NAR input batch (right-padded), built by [`NarModel::inputs`].
 #[derive(Debug, Clone)]
 pub struct NarInput {
@@ -180,7 +184,7 @@ impl NarModel {
     /// # Errors
     /// [`MtpError::InvalidInput`] for empty text, ragged layers, a prompt longer than the item,
     /// or a token outside its vocabulary.
-    pub fn inputs(&self, items: &[(&[u32], &[Vec<u32>], usize)]) -> MtpResult<NarInput> {
+    pub fn inputs(&self, items: &[NarItem<'_>]) -> MtpResult<NarInput> {
         let n_q = self.n_q();
         let bad = |detail: String| Err(MtpError::InvalidInput { detail });
         let lt = items.iter().map(|i| i.0.len()).max().unwrap_or(0).max(1);

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TtsItem, bucket_batches};
 use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
 
-use crate::nar::{NarConfig, NarInput, NarModel};
+use crate::nar::{NarConfig, NarInput, NarItem, NarModel};
 
 /// A batch: which layer is trained, and the raw items (the input is built by the model, which
 /// owns the embedding tables' devices).
@@ -137,7 +137,7 @@ pub struct NarTask {
 
 impl NarTask {
     fn input(model: &NarModel, batch: &NarBatch) -> voxspec_train::Result<NarInput> {
-        let items: Vec<(&[u32], &[Vec<u32>], usize)> = batch
+        let items: Vec<NarItem<'_>> = batch
             .items
             .iter()
             .map(|(t, c, p)| (t.as_slice(), c.as_slice(), *p))

@@ -191,7 +191,7 @@ impl MtpData {
     }
 
     fn plan(&self, epoch: usize) -> voxspec_train::Result<Vec<Vec<usize>>> {
-        bucket_batches(&self.lengths, &self.bucket, epoch as u64).map_err(|e| TrainError::task(e))
+        bucket_batches(&self.lengths, &self.bucket, epoch as u64).map_err(TrainError::task)
     }
 }
 
@@ -236,7 +236,7 @@ impl TrainTask for MtpTask {
     type Batch = MtpBatch;
 
     fn init_model(&self, device: &Device) -> voxspec_train::Result<MtpModel> {
-        self.model.init(device).map_err(|e| TrainError::task(e))
+        self.model.init(device).map_err(TrainError::task)
     }
 
     fn train_data(&self) -> &dyn BatchSource<MtpBatch> {
@@ -257,9 +257,7 @@ impl TrainTask for MtpTask {
         batch: &MtpBatch,
         _phase: usize,
     ) -> voxspec_train::Result<Losses> {
-        let logits = model
-            .forward(batch.ids.clone())
-            .map_err(|e| TrainError::task(e))?;
+        let logits = model.forward(batch.ids.clone()).map_err(TrainError::task)?;
         let (total, per_head) = mtp_loss(logits, batch, &self.task.head_weights);
         Ok(Losses {
             total,

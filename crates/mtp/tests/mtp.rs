@@ -53,6 +53,8 @@ fn assert_close(a: &[f32], b: &[f32], what: &str) {
 }
 
 #[test]
+// `h` indexes the cached logits (`row(b, p, h)`) and the full ones alike.
+#[allow(clippy::needless_range_loop)]
 fn cached_ragged_decoding_equals_full_forward() {
     let model = model();
     let heads = model.n_heads();
