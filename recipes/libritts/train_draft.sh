@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Fine-tune a draft model for speculative decoding from the AR model train_mtp.sh produced.
+#
+#   stage 0  draft   keep --layers of the target's layers (SSD: first 2 + last 6 of 24), freeze
+#                    the embedding, the final norm and the upper layers, train the lower layers
+#                    and the next-token head (cross-entropy, plus --distill-weight x KL)
+#
+# Needs <exp>/ar (stage 4 of train_mtp.sh), <exp>/data and <exp>/tokens. Runs on the bundled
+# corpus's experiment (exp/minitts) unless LIBRITTS_ROOT is set (exp/libritts).
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."   # repository root
+
+stage=0
+stop_stage=100
+exp=""
+layers=""
+steps=""
+distill_weight=0.5
+threads=""
+force_stages=()
+verbose=()
+
+usage() {
+  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  cat <<USAGE
+
+Usage: $0 [options]
+  --exp DIR              experiment directory of train_mtp.sh (default exp/minitts or exp/libritts)
+  --layers LIST          target layers the draft keeps (default 0,-1 for minitts, 0,1,-6,-5,-4,-3,-2,-1 for LibriTTS)
+  --steps N              fine-tuning steps (default 500 for minitts, 50000 for LibriTTS)
+  --distill-weight W     weight of the KL term to the target (default 0.5; 0 = cross-entropy only)
+  --stage N / --stop-stage N
+  --threads N            worker threads (default: all cores)
+  --force-stage NAME     rerun a finished stage (draft)
+  -v                     more logging from voxspec
+  -h, --help             this help
+USAGE
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage="$2"; shift 2 ;;
+    --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
+    --exp) exp="$2"; shift 2 ;;
+    --layers) layers="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --distill-weight) distill_weight="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --force-stage) force_stages+=("$2"); shift 2 ;;
+    -v|-vv|-vvv) verbose+=("$1"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "error: unknown option '$1' (see $0 --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+if [ -n "${LIBRITTS_ROOT:-}" ]; then
+  exp="${exp:-exp/libritts}"; layers="${layers:-0,1,-6,-5,-4,-3,-2,-1}"; steps="${steps:-50000}"
+else
+  exp="${exp:-exp/minitts}"; layers="${layers:-0,-1}"; steps="${steps:-500}"
+fi
+[ -f "$exp/ar/config.json" ] || {
+  echo "error: no AR model at $exp/ar: run recipes/libritts/train_mtp.sh first (stage 4)" >&2
+  exit 1
+}
+
+global=("${verbose[@]+"${verbose[@]}"}")
+[ -n "$threads" ] && global+=(--threads "$threads")
+
+log "Building voxspec (release)"
+cargo build --release --quiet --bin voxspec
+voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
+
+done_dir="$exp/.done"
+mkdir -p "$done_dir"
+for f in "${force_stages[@]+"${force_stages[@]}"}"; do rm -f "$done_dir/$f.done"; done
+
+if [ 0 -ge "$stage" ] && [ 0 -le "$stop_stage" ] && [ ! -f "$done_dir/draft.done" ]; then
+  log "Stage 0 (draft): layers $layers of $exp/ar, $steps steps → $exp/draft"
+  resume=(); compgen -G "$exp/draft/checkpoint-*" >/dev/null && resume=(--resume)
+  "$voxspec" "${global[@]+"${global[@]}"}" train draft --target "$exp/ar" --layers "$layers" \
+    --data "$exp/data" --tokens "$exp/tokens" --out "$exp/draft" --steps "$steps" \
+    --distill-weight "$distill_weight" "${resume[@]+"${resume[@]}"}"
+  touch "$done_dir/draft.done"
+fi
+log "Draft model: $exp/draft"
