@@ -2,7 +2,7 @@
 //! its KV cache, MTP with one head is AR token for token, and a batch decodes each sequence as
 //! it would alone (ragged prompts, sequences finishing at different times).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use burn::tensor::Device;
 use voxspec_infer::{
@@ -11,7 +11,11 @@ use voxspec_infer::{
 };
 use voxspec_mtp::{MtpConfig, MtpModel, TtsPrompt};
 
+/// Flex's RNG is process-global: seeding and initialising must not interleave across tests.
+static INIT: Mutex<()> = Mutex::new(());
+
 fn model() -> MtpModel {
+    let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
     let device = Device::flex();
     device.seed(21);
     MtpConfig::tiny(10, 8).init(&device).expect("model")
@@ -24,7 +28,10 @@ fn requests() -> Vec<Request<TtsPrompt>> {
                 text: vec![1, 2, 3],
                 codes: vec![4, 5],
             },
-            limits: Limits::max(12),
+            limits: Limits {
+                min_tokens: 2,
+                max_tokens: 12,
+            },
             seed: 1,
         },
         Request {
@@ -32,7 +39,10 @@ fn requests() -> Vec<Request<TtsPrompt>> {
                 text: vec![7],
                 codes: vec![],
             },
-            limits: Limits::max(5),
+            limits: Limits {
+                min_tokens: 1,
+                max_tokens: 5,
+            },
             seed: 2,
         },
         Request {
@@ -83,7 +93,8 @@ fn mtp_with_one_head_is_ar_on_the_real_model() {
             &sampler,
         );
         assert_eq!(ar, mtp, "sampler {sampler:?}");
-        assert!(ar.iter().all(|t| !t.is_empty()));
+        // Every request has min_tokens ≥ 1: end-of-speech cannot come first.
+        assert!(ar.iter().all(|t| !t.is_empty()), "{ar:?}");
     }
 }
 
