@@ -312,6 +312,21 @@ fn train<T: TrainTask>(
     Ok((outcome.model.valid(), !outcome.stopped))
 }
 
+/// Positions the model must cover: its preset's, or — for longer data — room for a prompt
+/// utterance and a target utterance each as long as the longest training pair (text + SEP +
+/// codes), which is what synthesis with an acoustic prompt feeds it. Positions are rotary, so
+/// this adds no parameters.
+fn seq_capacity(pairs: &Pairs, preset: usize) -> usize {
+    let longest = pairs
+        .train
+        .iter()
+        .chain(&pairs.dev)
+        .map(|i| i.text.len() + 1 + i.codes.n_frames)
+        .max()
+        .unwrap_or(0);
+    preset.max(2 * longest + 16)
+}
+
 fn head_weights(weights: &[f32], heads: usize) -> anyhow::Result<Vec<f32>> {
     if weights.is_empty() {
         return Ok(vec![1.0; heads]);
@@ -346,8 +361,9 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
     let common = &args.common;
     let pairs = load_pairs(common)?;
-    let model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
+    let mut model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
         .with_n_heads(args.heads);
+    model.transformer.max_seq_len = seq_capacity(&pairs, model.transformer.max_seq_len);
     let settings = run_settings(
         common,
         "mtp",
@@ -397,11 +413,12 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
         pairs.n_q
     );
     let vocab = pairs.tokenizer.vocab_size();
-    let model = match args.preset {
+    let mut model = match args.preset {
         LmPreset::Tiny => NarConfig::tiny(vocab, pairs.codebook, n_q),
         LmPreset::Small => NarConfig::small(vocab, pairs.codebook, n_q),
         LmPreset::Base => NarConfig::base(vocab, pairs.codebook, n_q),
     };
+    model.transformer.max_seq_len = seq_capacity(&pairs, model.transformer.max_seq_len);
     let settings = run_settings(
         common,
         "nar",

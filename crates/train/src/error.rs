@@ -48,9 +48,9 @@ pub enum TrainError {
     /// The task declares no phase, or two phases with one name.
     #[error("invalid phases: {reason}")]
     Phases { reason: String },
-    /// The task (model, data or loss) reported an error.
-    #[error("task error: {0}")]
-    Task(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The task (model, data or loss) reported an error (shown as the task's own message).
+    #[error(transparent)]
+    Task(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Result alias of this crate (import it as `Result as TrainResult` next to a `#[derive(Config)]`).
