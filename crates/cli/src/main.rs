@@ -5,6 +5,7 @@ mod audio_cmd;
 mod bench;
 mod bench_model;
 mod codec_cmd;
+mod groups;
 mod prepare;
 mod progress;
 mod stats;
@@ -61,6 +62,9 @@ enum Command {
     /// Statistics of extracted codes (the transition matrix for Viterbi decoding).
     #[command(subcommand)]
     Stats(stats::StatsCommand),
+    /// Acoustic similarity groups of a model's codes for PCG speculative decoding.
+    #[command(subcommand)]
+    Groups(groups::GroupsCommand),
 }
 
 fn init_logging(verbose: u8) {
@@ -99,6 +103,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Codec(cmd) => codec_cmd::run(cmd),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),
+        Command::Groups(cmd) => groups::run(cmd),
     }
 }
 

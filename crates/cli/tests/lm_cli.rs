@@ -32,6 +32,7 @@ fn lm_commands_have_help() {
         vec!["stats", "transitions", "--help"],
         vec!["bench", "train", "--help"],
         vec!["bench", "forward", "--help"],
+        vec!["groups", "build", "--help"],
     ] {
         let o = voxspec(&args);
         assert!(o.status.success(), "{args:?}: {}", text(&o));
@@ -153,4 +154,68 @@ fn model_benchmarks_write_their_reports() {
         serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
     assert_eq!(report["timed_steps"], 2);
     assert!(report["tokens_per_second"].as_f64().expect("tps") > 0.0);
+}
+
+#[test]
+fn groups_are_built_from_a_models_code_embeddings() {
+    use burn::tensor::Device;
+    use voxspec_infer::SimilarityGroups;
+    use voxspec_mtp::{MtpConfig, MtpFile, save_mtp};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let device = Device::flex();
+    let config = MtpConfig::tiny(5, 12);
+    let model = config.init(&device).expect("model");
+    save_mtp(
+        dir.path(),
+        &MtpFile {
+            model: config,
+            draft: None,
+        },
+        &model,
+    )
+    .expect("save");
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(dir.path()),
+        "--theta",
+        "0.2",
+        "--sweep",
+        "-0.5,0.2,0.9",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("| 0.9 |"), "{}", text(&o));
+    let groups = SimilarityGroups::load(&dir.path().join("groups.safetensors")).expect("load");
+    assert_eq!(groups.vocab(), 13);
+    // End-of-speech (12) is never an input: it is alone in its group.
+    assert_eq!(groups.groups_of(12).len(), 1);
+    assert_eq!(groups.members(groups.groups_of(12)[0] as usize), &[12]);
+    // Every code is in its own group at least.
+    assert!((0..12).all(|t| {
+        groups
+            .groups_of(t)
+            .iter()
+            .any(|&g| groups.members(g as usize).contains(&t))
+    }));
+
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(dir.path()),
+        "--theta",
+        "1.5",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("theta"), "{}", text(&o));
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(&dir.path().join("none")),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("config.json"), "{}", text(&o));
 }

@@ -1,0 +1,91 @@
+//! `voxspec groups build`: PCG's acoustic similarity groups (Yanuka et al., "Principled
+//! Coarse-Grained Acceptance for Speculative Decoding in Speech") from a trained AR model's
+//! code embeddings, stored as CSR in safetensors for the `Groups` acceptance rule.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use burn::tensor::{Device, Tensor};
+use clap::{Args, Subcommand};
+use voxspec_infer::groups::{SimilarityGroups, sweep_theta};
+use voxspec_mtp::load_mtp;
+
+#[derive(Debug, Subcommand)]
+pub enum GroupsCommand {
+    /// Build similarity groups over the codes (and end-of-speech) of an AR model.
+    Build(BuildArgs),
+}
+
+/// Groups G(t) = {t' : cos(E_t, E_t') > θ} over the rows of the model's input embedding that
+/// belong to codes; end-of-speech, which is never an input, forms a group of its own.
+/// Groups overlap; each token's probability mass is later split equally over its groups.
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// Model directory of `voxspec train mtp` (or a draft's target).
+    #[arg(long, value_name = "DIR")]
+    checkpoint: PathBuf,
+    /// Cosine threshold θ in (−1, 1).
+    #[arg(long, default_value_t = 0.45, allow_hyphen_values = true)]
+    theta: f32,
+    /// Output file (default: <CHECKPOINT>/groups.safetensors).
+    #[arg(long, short, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Also summarise these thresholds (comma-separated), e.g. 0.3,0.4,0.5,0.6.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    sweep: Vec<f32>,
+}
+
+pub fn run(cmd: GroupsCommand) -> anyhow::Result<()> {
+    match cmd {
+        GroupsCommand::Build(args) => build(args),
+    }
+}
+
+/// The code rows of the input embedding plus a zero row for end-of-speech: `[codebook + 1, d]`.
+fn code_table(model: &voxspec_mtp::MtpModel) -> anyhow::Result<(Vec<f32>, usize, usize)> {
+    let weight = model.embedding.weight.val();
+    let [_, d] = weight.dims();
+    let codebook = model.codebook_size();
+    // [codebook, d]: ids text_vocab + 1 .. text_vocab + 1 + codebook
+    let codes = weight.narrow(0, model.text_vocab() + 1, codebook);
+    let eos = Tensor::<2>::zeros([1, d], &codes.device());
+    let table = Tensor::cat(vec![codes, eos], 0)
+        .into_data()
+        .try_into_vec::<f32>()
+        .map_err(|e| anyhow::anyhow!("cannot read the embedding table: {e:?}"))?;
+    Ok((table, codebook + 1, d))
+}
+
+fn build(args: BuildArgs) -> anyhow::Result<()> {
+    let (_, model) = load_mtp(&args.checkpoint, &Device::flex())
+        .with_context(|| format!("loading {}", args.checkpoint.display()))?;
+    let (table, vocab, dim) = code_table(&model)?;
+    let groups = SimilarityGroups::from_embeddings(&table, vocab, dim, args.theta)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.checkpoint.join("groups.safetensors"));
+    groups
+        .save(&out)
+        .with_context(|| format!("writing {}", out.display()))?;
+    let s = groups.summary();
+    println!(
+        "θ {}: {} groups over {vocab} tokens, mean size {:.2}, max {}, mean groups per token {:.2} → {}",
+        s.theta,
+        s.n_groups,
+        s.mean_group_size,
+        s.max_group_size,
+        s.mean_memberships,
+        out.display()
+    );
+    if !args.sweep.is_empty() {
+        println!("| θ | groups | mean size | max size | groups per token |\n|---|---|---|---|---|");
+        for s in sweep_theta(&table, vocab, dim, &args.sweep)? {
+            println!(
+                "| {} | {} | {:.2} | {} | {:.2} |",
+                s.theta, s.n_groups, s.mean_group_size, s.max_group_size, s.mean_memberships
+            );
+        }
+    }
+    Ok(())
+}
