@@ -8,7 +8,7 @@
 #   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps)
 #   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps)
 #   stage 6  bench        decoders side by side: speed and quality            [not yet available]
-#   stage 7  export       self-contained checkpoint card                       [not yet available]
+#   stage 7  export       self-contained model card of the AR model (+ transitions)
 #
 # Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
@@ -181,12 +181,21 @@ if run_stage 5 train_nar; then
   fi
 fi
 
-for entry in "6 bench" "7 export"; do
-  set -- $entry
-  if [ "$1" -ge "$stage" ] && [ "$1" -le "$stop_stage" ]; then
-    missing+=("$1:$2 (not yet in this build)")
+if [ 6 -ge "$stage" ] && [ 6 -le "$stop_stage" ]; then
+  missing+=("6:bench (not yet in this build)")
+fi
+
+if run_stage 7 export; then
+  if [ -f "$exp/ar/model.safetensors" ]; then
+    log "Stage 7 (export): model card of $exp/ar → $exp/export"
+    rm -rf "$exp/export"
+    transitions=(); [ -f "$exp/transitions.safetensors" ] && transitions=(--transitions "$exp/transitions.safetensors")
+    "$voxspec" "${global[@]}" export --checkpoint "$exp/ar" --to "$exp/export" "${transitions[@]+"${transitions[@]}"}"
+    touch "$done_dir/export.done"
+  else
+    missing+=("7:export (no AR model in $exp/ar)")
   fi
-done
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   log "Stages that could not run:"

@@ -5,6 +5,7 @@ mod audio_cmd;
 mod bench;
 mod bench_model;
 mod codec_cmd;
+mod export;
 mod groups;
 mod prepare;
 mod progress;
@@ -62,6 +63,8 @@ enum Command {
     /// Statistics of extracted codes (the transition matrix for Viterbi decoding).
     #[command(subcommand)]
     Stats(stats::StatsCommand),
+    /// Export a trained model as a self-contained card (weights, config, tokenizer, README).
+    Export(export::ExportArgs),
     /// Acoustic similarity groups of a model's codes for PCG speculative decoding.
     #[command(subcommand)]
     Groups(groups::GroupsCommand),
@@ -104,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Groups(cmd) => groups::run(cmd),
+        Command::Export(args) => export::run(args),
     }
 }
 

@@ -148,6 +148,35 @@ fn language_models_train_resume_and_make_drafts() {
     assert!(metrics.contains("\"step\":4"), "{metrics}");
     assert!(metrics.contains("head2"), "{metrics}");
 
+    // Export: the card loads back with identical outputs and documents its tensors.
+    let card = root.path().join("card");
+    let o = voxspec(&["export", "--checkpoint", &s(&mtp), "--to", &s(&card)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let device = burn::tensor::Device::flex();
+    let (_, original) = voxspec_mtp::load_mtp(&mtp, &device).expect("original");
+    let (_, exported) = voxspec_mtp::load_mtp(&card, &device).expect("exported");
+    let ids = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
+        burn::tensor::TensorData::new(vec![1i64, 2, 3, 4, 5], [1, 5]),
+        &device,
+    );
+    for (a, b) in original
+        .forward(ids.clone())
+        .expect("forward")
+        .into_iter()
+        .zip(exported.forward(ids).expect("forward"))
+    {
+        assert_eq!(
+            a.into_data().try_into_vec::<f32>().expect("f32"),
+            b.into_data().try_into_vec::<f32>().expect("f32")
+        );
+    }
+    let readme = std::fs::read_to_string(card.join("README.md")).expect("card");
+    assert!(readme.contains("`heads.2.out.weight`") && readme.contains("Final logged metrics"));
+    assert!(!card.join("run.json").exists() && !card.join("checkpoint-000004").exists());
+    let o = voxspec(&["export", "--checkpoint", &s(&mtp), "--to", &s(&card)]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("not empty"), "{}", text(&o));
+
     let nar = root.path().join("nar");
     let o = run(&["train", "nar", "--preset", "tiny"], common(&nar, "2"));
     assert!(o.status.success(), "{}", text(&o));
