@@ -27,6 +27,9 @@ pub enum BenchCommand {
     /// Cost of one KV-cached forward over k new tokens relative to k = 1 (k = 1..8): what
     /// multi-token and speculative decoding can gain on this backend.
     Forward(crate::bench_model::ForwardBenchArgs),
+    /// Offline acceptance rate and expected tokens per step of speculative decoding, from
+    /// teacher-forced logits (no decoding).
+    Acceptance(crate::bench_accept::AcceptanceArgs),
 }
 
 #[derive(Debug, Args)]
@@ -104,6 +107,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Audio(a) => audio(a),
         BenchCommand::Train(a) => crate::bench_model::run_train(a),
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
+        BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod audio_cmd;
 mod bench;
+mod bench_accept;
 mod bench_model;
 mod codec_cmd;
 mod export;

@@ -33,6 +33,7 @@ fn lm_commands_have_help() {
         vec!["bench", "train", "--help"],
         vec!["bench", "forward", "--help"],
         vec!["groups", "build", "--help"],
+        vec!["bench", "acceptance", "--help"],
     ] {
         let o = voxspec(&args);
         assert!(o.status.success(), "{args:?}: {}", text(&o));

@@ -199,6 +199,66 @@ fn language_models_train_resume_and_make_drafts() {
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(kind(&draft), "draft");
 
+    // Offline acceptance of the draft (sd + 2 SSD rows) and of the 2 extra MTP heads.
+    let report = root.path().join("acceptance.json");
+    let o = voxspec(&[
+        "bench",
+        "acceptance",
+        "--target",
+        &s(&mtp),
+        "--draft",
+        &s(&draft),
+        "--data",
+        &data,
+        "--tokens",
+        &tokens,
+        "--split",
+        "dev",
+        "--betas",
+        "0,0.2,0.4",
+        "--out",
+        &s(&report),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("json");
+    let rows = json["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3);
+    let alphas: Vec<f64> = rows
+        .iter()
+        .map(|r| r["alpha"].as_f64().expect("alpha"))
+        .collect();
+    assert!(alphas.iter().all(|a| (0.0..=1.0).contains(a)), "{alphas:?}");
+    // A larger tolerance never accepts less.
+    assert!(
+        alphas[0] <= alphas[1] && alphas[1] <= alphas[2],
+        "{alphas:?}"
+    );
+    let o = voxspec(&[
+        "bench",
+        "acceptance",
+        "--target",
+        &s(&mtp),
+        "--data",
+        &data,
+        "--tokens",
+        &tokens,
+        "--split",
+        "dev",
+        "--betas",
+        "0",
+        "--out",
+        &s(&report),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("json");
+    assert_eq!(
+        json["rows"].as_array().expect("rows").len(),
+        2,
+        "heads 1 and 2"
+    );
+
     // A draft as deep as its 2-layer target, and a NAR model as a target, are refused.
     let o = run(
         &["train", "draft", "--target", &s(&mtp), "--layers", "0,-1"],

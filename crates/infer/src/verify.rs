@@ -212,7 +212,7 @@ pub fn acceptance_probability(rule: &AcceptanceRule, p: &[f32], q: &[f32]) -> Re
     }
     rule.validate(Some(q.len()))?;
     let pairs = p.iter().zip(q).map(|(&a, &b)| (f64::from(a), f64::from(b)));
-    Ok(match rule {
+    let alpha: f64 = match rule {
         AcceptanceRule::Exact => pairs.map(|(p, q)| p.min(q)).sum(),
         AcceptanceRule::Tolerance { beta } => {
             let beta = f64::from(*beta);
@@ -241,7 +241,9 @@ pub fn acceptance_probability(rule: &AcceptanceRule, p: &[f32], q: &[f32]) -> Re
             }
             alpha
         }
-    })
+    };
+    // f32 distributions sum to 1 only up to rounding: keep α a probability.
+    Ok(alpha.clamp(0.0, 1.0))
 }
 
 enum Step {
