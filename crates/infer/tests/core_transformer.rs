@@ -19,6 +19,8 @@ use voxspec_infer::{
 };
 use voxspec_nn::{KvCache, Transformer, TransformerConfig};
 
+static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const VOCAB: usize = 24;
 const EOS: u32 = 23;
 const HEADS: usize = 3;
@@ -33,6 +35,9 @@ struct TinyNet {
 
 impl TinyNet {
     fn new(device: &Device) -> Self {
+        // Flex's RNG is process-global: seeding and initialising must not interleave with
+        // another test's draws, or the weights (and what the test sees) change run to run.
+        let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
         device.seed(11);
         let config = TransformerConfig::tiny();
         Self {

@@ -19,6 +19,8 @@ use voxspec_infer::{
 };
 use voxspec_nn::{KvCache, Transformer, TransformerConfig};
 
+static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const VOCAB: usize = 20;
 const EOS: u32 = 19;
 const HEADS: usize = 3;
@@ -46,6 +48,9 @@ impl Lm {
     /// The target: 3 layers, `HEADS` heads.
     fn target() -> Self {
         let device = Device::flex();
+        // Flex's RNG is process-global: seeding and initialising must not interleave with
+        // another test's draws, or the weights (and what the test sees) change run to run.
+        let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
         device.seed(5);
         let config = TransformerConfig::tiny().with_n_layers(3).with_dropout(0.0);
         let net = Net {
