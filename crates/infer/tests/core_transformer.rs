@@ -19,7 +19,13 @@ use voxspec_infer::{
 };
 use voxspec_nn::{KvCache, Transformer, TransformerConfig};
 
-static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Flex's RNG is process-global and Burn initialises parameters lazily (on first use), so a
+/// test's weights depend on every draw made until then: tests of this file run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 const VOCAB: usize = 24;
 const EOS: u32 = 23;
@@ -35,9 +41,6 @@ struct TinyNet {
 
 impl TinyNet {
     fn new(device: &Device) -> Self {
-        // Flex's RNG is process-global: seeding and initialising must not interleave with
-        // another test's draws, or the weights (and what the test sees) change run to run.
-        let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
         device.seed(11);
         let config = TransformerConfig::tiny();
         Self {
@@ -349,6 +352,7 @@ fn transitions() -> Arc<Transitions> {
 
 #[test]
 fn cached_generation_equals_uncached() {
+    let _serial = serial();
     let device = Device::flex();
     let net = TinyNet::new(&device);
     let cached = Cached {
@@ -367,6 +371,7 @@ fn cached_generation_equals_uncached() {
 
 #[test]
 fn ragged_extend_equals_one_by_one() {
+    let _serial = serial();
     let device = Device::flex();
     let net = TinyNet::new(&device);
     let model = Cached {
@@ -429,6 +434,7 @@ fn assert_close(a: &[f32], b: &[f32]) {
 
 #[test]
 fn batch_equals_one_by_one_and_one_head_mtp_equals_ar() {
+    let _serial = serial();
     let device = Device::flex();
     let net = TinyNet::new(&device);
     let model = Cached {

@@ -19,7 +19,13 @@ use voxspec_infer::{
 };
 use voxspec_nn::{KvCache, Transformer, TransformerConfig};
 
-static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// Flex's RNG is process-global and Burn initialises parameters lazily (on first use), so a
+/// test's weights depend on every draw made until then: tests of this file run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 const VOCAB: usize = 20;
 const EOS: u32 = 19;
@@ -48,9 +54,6 @@ impl Lm {
     /// The target: 3 layers, `HEADS` heads.
     fn target() -> Self {
         let device = Device::flex();
-        // Flex's RNG is process-global: seeding and initialising must not interleave with
-        // another test's draws, or the weights (and what the test sees) change run to run.
-        let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
         device.seed(5);
         let config = TransformerConfig::tiny().with_n_layers(3).with_dropout(0.0);
         let net = Net {
@@ -241,6 +244,7 @@ fn rules(target: &Lm) -> Vec<AcceptanceRule> {
 
 #[test]
 fn greedy_speculation_over_a_transformer_equals_greedy_ar() {
+    let _serial = serial();
     let target = Lm::target();
     let greedy = SamplerConfig::greedy();
     let reference = ArDecoder.generate(&target, &requests(), &greedy).unwrap();
@@ -265,6 +269,7 @@ fn greedy_speculation_over_a_transformer_equals_greedy_ar() {
 
 #[test]
 fn sampled_batches_over_a_transformer_equal_one_by_one() {
+    let _serial = serial();
     let target = Lm::target();
     let sampler = SamplerConfig {
         temperature: 1.0,

@@ -11,11 +11,15 @@ use voxspec_infer::{
 };
 use voxspec_mtp::{MtpConfig, MtpModel, TtsPrompt};
 
-/// Flex's RNG is process-global: seeding and initialising must not interleave across tests.
-static INIT: Mutex<()> = Mutex::new(());
+/// Flex's RNG is process-global and Burn initialises parameters lazily (on first use): the
+/// tests of this file run one at a time so each sees the same weights every run.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn model() -> MtpModel {
-    let _guard = INIT.lock().unwrap_or_else(|p| p.into_inner());
     let device = Device::flex();
     device.seed(21);
     MtpConfig::tiny(10, 8).init(&device).expect("model")
@@ -75,6 +79,7 @@ fn tokens<D: Decoder<MtpModel>>(
 
 #[test]
 fn mtp_with_one_head_is_ar_on_the_real_model() {
+    let _serial = serial();
     let model = model();
     let requests = requests();
     for sampler in [
@@ -100,6 +105,7 @@ fn mtp_with_one_head_is_ar_on_the_real_model() {
 
 #[test]
 fn a_batch_decodes_each_sequence_as_alone() {
+    let _serial = serial();
     let model = model();
     let requests = requests();
     let sampler = SamplerConfig {
