@@ -23,8 +23,7 @@ use crate::decoder::{Decoder, Generation, Request, Sequence, cache_capacity, che
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
 use crate::sampler::{SamplerConfig, sample};
-use crate::speculative::{SpeculativeConfig, charged, check_sampler};
-use crate::verify::verify;
+use crate::speculative::{SpeculativeConfig, charged, check_sampler, verify_and_emit};
 
 /// Self-speculative decoding over a model with MTP heads. `config.max_gamma` (or `gamma` when
 /// fixed) must not exceed the model's extra heads.
@@ -178,30 +177,16 @@ impl<M: LanguageModel> Decoder<M> for SelfSpeculativeDecoder {
                 }
                 let start = Instant::now();
                 let gamma = lane.drafts.len();
-                let mut history = seq.tokens.clone();
-                let mut target_probs = Vec::with_capacity(gamma + 1);
-                for i in 0..=gamma {
-                    let row = logits.row(b, i, 0);
-                    target_probs.push(sampler.distribution(row, &history, seq.banned(i)));
-                    if i < gamma {
-                        history.push(lane.drafts[i]);
-                    }
-                }
-                let verdict = verify(
+                let verdict = verify_and_emit(
                     &config.rule,
+                    &logits,
+                    b,
                     &lane.drafts,
                     &lane.draft_probs,
-                    &target_probs,
-                    &mut seq.rng,
+                    seq,
+                    sampler,
                 )?;
                 let accepted = verdict.accepted;
-                seq.stats.drafted += gamma;
-                seq.stats.accepted += accepted;
-                seq.stats.thinning_trials += verdict.trials;
-                for &x in &lane.drafts[..accepted] {
-                    seq.push(x);
-                }
-                seq.push(verdict.next);
                 model.truncate(&mut cache, b, base[b] + 1 + accepted)?;
                 lane.pending = verdict.next;
                 lane.gamma = config.next_gamma(lane.gamma, gamma, accepted);

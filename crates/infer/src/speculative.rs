@@ -25,7 +25,7 @@ use crate::decoder::{Decoder, Generation, Request, Sequence, cache_capacity, che
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
 use crate::sampler::{SamplerConfig, sample};
-use crate::verify::{AcceptanceRule, verify};
+use crate::verify::{AcceptanceRule, Verdict, verify};
 
 /// Draft length policy and acceptance rule of a speculative decoder.
 #[derive(Debug, Clone, PartialEq)]
@@ -328,30 +328,16 @@ where
                 }
                 let start = Instant::now();
                 let gamma = lane.drafts.len();
-                let mut history = seq.tokens.clone();
-                let mut target_probs = Vec::with_capacity(gamma + 1);
-                for i in 0..=gamma {
-                    let row = logits.row(b, i, 0);
-                    target_probs.push(sampler.distribution(row, &history, seq.banned(i)));
-                    if i < gamma {
-                        history.push(lane.drafts[i]);
-                    }
-                }
-                let verdict = verify(
+                let verdict = verify_and_emit(
                     &config.rule,
+                    &logits,
+                    b,
                     &lane.drafts,
                     &lane.draft_probs,
-                    &target_probs,
-                    &mut seq.rng,
+                    seq,
+                    sampler,
                 )?;
                 let accepted = verdict.accepted;
-                seq.stats.drafted += gamma;
-                seq.stats.accepted += accepted;
-                seq.stats.thinning_trials += verdict.trials;
-                for &x in &lane.drafts[..accepted] {
-                    seq.push(x);
-                }
-                seq.push(verdict.next);
                 // Roll both caches back to the kept tokens.
                 model.truncate(&mut target_cache, b, target_base[b] + 1 + accepted)?;
                 lane.pending_t = verdict.next;
@@ -370,6 +356,43 @@ where
         tracing::debug!(batch, decoder = %self.config.name(), "speculative decoding finished");
         Ok(sequences.into_iter().map(Sequence::finish).collect())
     }
+}
+
+/// Verifies sequence `b`'s drafts against the target's next-token logits of its block
+/// (`[pending, drafts…]`: positions `0..=γ`, head 0) and applies the verdict to `seq`: the
+/// counters, the accepted drafts and the next token (correction or bonus). Both speculative
+/// decoders (draft model and self-speculation) share it.
+///
+/// # Errors
+/// The verifier's errors (mismatched distributions, a draft token with zero draft probability).
+pub(crate) fn verify_and_emit(
+    rule: &AcceptanceRule,
+    logits: &Logits,
+    b: usize,
+    drafts: &[u32],
+    draft_probs: &[Vec<f32>],
+    seq: &mut Sequence,
+    sampler: &SamplerConfig,
+) -> Result<Verdict> {
+    let gamma = drafts.len();
+    let mut history = seq.tokens.clone();
+    let mut target_probs = Vec::with_capacity(gamma + 1);
+    // Position i scores the token after the first i drafts.
+    for i in 0..=gamma {
+        if i > 0 {
+            history.push(drafts[i - 1]);
+        }
+        target_probs.push(sampler.distribution(logits.row(b, i, 0), &history, seq.banned(i)));
+    }
+    let verdict = verify(rule, drafts, draft_probs, &target_probs, &mut seq.rng)?;
+    seq.stats.drafted += gamma;
+    seq.stats.accepted += verdict.accepted;
+    seq.stats.thinning_trials += verdict.trials;
+    for &x in &drafts[..verdict.accepted] {
+        seq.push(x);
+    }
+    seq.push(verdict.next);
+    Ok(verdict)
 }
 
 #[cfg(test)]
