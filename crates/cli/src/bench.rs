@@ -30,6 +30,10 @@ pub enum BenchCommand {
     /// Offline acceptance rate and expected tokens per step of speculative decoding, from
     /// teacher-forced logits (no decoding).
     Acceptance(crate::bench_accept::AcceptanceArgs),
+    /// Every decoder on a split's sentences in one run: time per token, speedup over AR,
+    /// tokens per forward, acceptance, CER of the synthesised audio by the CTC teacher and the
+    /// target's NLL; JSON, a markdown table and PNG plots.
+    Decode(crate::bench_decode::DecodeBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +112,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Train(a) => crate::bench_model::run_train(a),
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
+        BenchCommand::Decode(a) => crate::bench_decode::run(a),
     }
 }
 

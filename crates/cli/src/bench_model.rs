@@ -322,37 +322,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     let model = MtpConfig::new(16, args.codebook, core)
         .with_n_heads(1)
         .init(&device)?;
-    let prompt = TtsPrompt {
-        text: vec![1; 8],
-        codes: (0..args.context.saturating_sub(9) as u32)
-            .map(|i| i % args.codebook as u32)
-            .collect(),
-    };
-    let mut cache = model.new_cache(1, args.context + args.max_k + 8)?;
-    model.prefill(
-        &mut cache,
-        std::slice::from_ref(&prompt),
-        LogitsRequest::next_token(),
-    )?;
-    let base = model.cache_len(&cache, 0);
+    let medians = forward_costs(&model, args.context, args.max_k, args.repeat)?;
     let mut results = Vec::with_capacity(args.max_k);
-    // Interleave the k values over repetitions so drift in machine load hits all alike.
-    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(args.repeat); args.max_k];
-    for rep in 0..args.repeat + 2 {
-        for k in 1..=args.max_k {
-            let block: Vec<u32> = (0..k as u32)
-                .map(|i| (i * 7) % args.codebook as u32)
-                .collect();
-            let t = Instant::now();
-            model.extend(&mut cache, &[block], LogitsRequest::next_token())?;
-            let elapsed = t.elapsed().as_secs_f64() * 1e3;
-            model.truncate(&mut cache, 0, base)?;
-            if rep >= 2 {
-                times[k - 1].push(elapsed);
-            }
-        }
-    }
-    let medians: Vec<f64> = times.into_iter().map(median).collect();
     for (i, &m) in medians.iter().enumerate() {
         results.push(ForwardPoint {
             k: i + 1,
@@ -379,6 +350,49 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Median wall time (ms) of one KV-cached forward over `k` new tokens after a `context`-token
+/// prompt, for `k = 1..=max_k`, with `repeat` timed runs per `k` (after two warm-up rounds).
+/// The `k` values are interleaved within each round so drift in machine load hits all alike.
+pub fn forward_costs(
+    model: &voxspec_mtp::MtpModel,
+    context: usize,
+    max_k: usize,
+    repeat: usize,
+) -> anyhow::Result<Vec<f64>> {
+    anyhow::ensure!(
+        max_k >= 1 && repeat >= 1,
+        "max_k and repeat must be at least 1"
+    );
+    let codebook = model.codebook_size() as u32;
+    let prompt = TtsPrompt {
+        text: vec![1; 8],
+        codes: (0..context.saturating_sub(9) as u32)
+            .map(|i| i % codebook)
+            .collect(),
+    };
+    let mut cache = model.new_cache(1, context + max_k + 8)?;
+    model.prefill(
+        &mut cache,
+        std::slice::from_ref(&prompt),
+        LogitsRequest::next_token(),
+    )?;
+    let base = model.cache_len(&cache, 0);
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(repeat); max_k];
+    for rep in 0..repeat + 2 {
+        for k in 1..=max_k {
+            let block: Vec<u32> = (0..k as u32).map(|i| (i * 7) % codebook).collect();
+            let t = Instant::now();
+            model.extend(&mut cache, &[block], LogitsRequest::next_token())?;
+            let elapsed = t.elapsed().as_secs_f64() * 1e3;
+            model.truncate(&mut cache, 0, base)?;
+            if rep >= 2 {
+                times[k - 1].push(elapsed);
+            }
+        }
+    }
+    Ok(times.into_iter().map(median).collect())
 }
 
 fn write_report(path: &std::path::Path, report: &impl Serialize) -> anyhow::Result<()> {

@@ -247,7 +247,7 @@ fn save_codec(
 }
 
 /// Loads a codec model directory written by `codec train`.
-fn load_codec(
+pub(crate) fn load_codec(
     dir: &Path,
     device: &Device,
 ) -> anyhow::Result<(SpeechTokenizerConfig, SpeechTokenizer)> {
@@ -263,7 +263,7 @@ fn load_codec(
 }
 
 /// Reads an audio file at `rate`, saying so when it had to be resampled.
-fn read_audio(path: &Path, rate: u32) -> anyhow::Result<Vec<f32>> {
+pub(crate) fn read_audio(path: &Path, rate: u32) -> anyhow::Result<Vec<f32>> {
     let audio = voxspec_audio::load(path)
         .with_context(|| format!("{} is not readable audio", path.display()))?;
     if audio.sample_rate == rate {

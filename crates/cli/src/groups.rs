@@ -42,7 +42,9 @@ pub fn run(cmd: GroupsCommand) -> anyhow::Result<()> {
 }
 
 /// The code rows of the input embedding plus a zero row for end-of-speech: `[codebook + 1, d]`.
-fn code_table(model: &voxspec_mtp::MtpModel) -> anyhow::Result<(Vec<f32>, usize, usize)> {
+pub(crate) fn code_table(
+    model: &voxspec_mtp::MtpModel,
+) -> anyhow::Result<(Vec<f32>, usize, usize)> {
     let weight = model.embedding.weight.val();
     let [_, d] = weight.dims();
     let codebook = model.codebook_size();

@@ -4,6 +4,7 @@
 mod audio_cmd;
 mod bench;
 mod bench_accept;
+mod bench_decode;
 mod bench_model;
 mod codec_cmd;
 mod export;
@@ -11,6 +12,7 @@ mod groups;
 mod prepare;
 mod progress;
 mod stats;
+mod synth;
 mod teacher_cmd;
 mod tokenizer;
 mod train_cmd;
@@ -22,10 +24,8 @@ use clap::{Parser, Subcommand};
 
 /// Codec-language-model text-to-speech with a fast autoregressive stage.
 ///
-/// Pipeline: prepare → tokenizer train → codec train/extract → train → synthesize → bench → export.
-/// This build provides the data stages (prepare, tokenizer), the CTC teacher (train ctc,
-/// teacher extract/transcribe), audio utilities and the audio benchmark; the other model
-/// stages arrive with later releases.
+/// Pipeline: prepare → tokenizer train → codec train/extract → train mtp/nar/draft → synthesize →
+/// bench → export. `recipes/libritts/train_mtp.sh` runs it end to end.
 #[derive(Debug, Parser)]
 #[command(name = "voxspec", version, propagate_version = true)]
 struct Cli {
@@ -58,6 +58,8 @@ enum Command {
     /// Train the SpeechTokenizer codec, encode/decode audio, extract token stores.
     #[command(subcommand)]
     Codec(codec_cmd::CodecCommand),
+    /// Text to speech: AR model (any decoder) → NAR model → codec decoder → WAV.
+    Synthesize(synth::SynthesizeArgs),
     /// Benchmarks that write JSON reports.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -105,6 +107,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Train(cmd) => train_cmd::run(cmd),
         Command::Teacher(cmd) => teacher_cmd::run(cmd),
         Command::Codec(cmd) => codec_cmd::run(cmd),
+        Command::Synthesize(args) => synth::synthesize(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Groups(cmd) => groups::run(cmd),

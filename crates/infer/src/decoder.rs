@@ -251,6 +251,11 @@ impl Sequence {
         requests.iter().map(|r| Self::new(r, eos)).collect()
     }
 
+    /// The end-of-sequence token, if the model has one.
+    pub fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+
     /// Whether the sequence is still generating.
     pub fn is_active(&self) -> bool {
         self.stop.is_none()

@@ -14,6 +14,7 @@
 //!   over [`SimilarityGroups`], Medusa typical) to drafted tokens; [`SpeculativeDecoder`] drafts
 //!   with a second model, [`SelfSpeculativeDecoder`] with the model's own MTP heads;
 //!   [`acceptance`] estimates acceptance offline from teacher-forced distributions.
+//! - [`score`]: the target's NLL of generated tokens, a quality proxy for benchmarks.
 
 pub mod ar;
 pub mod decoder;
@@ -21,6 +22,7 @@ pub mod error;
 pub mod lm;
 pub mod mtp;
 pub mod sampler;
+pub mod score;
 pub mod toy;
 pub mod transitions;
 pub mod viterbi;
@@ -31,6 +33,7 @@ pub use error::{InferError, Result};
 pub use lm::{LanguageModel, Logits, LogitsRequest, check_blocks};
 pub use mtp::MtpDecoder;
 pub use sampler::{RasConfig, SamplerConfig};
+pub use score::{SequenceNll, sequence_nll};
 pub use toy::{TableCache, TableLm, TableLmConfig};
 pub use transitions::{TransitionCounts, Transitions, TransitionsConfig};
 pub use viterbi::{Viterbi, ViterbiConfig, ViterbiPath};

@@ -23,7 +23,9 @@ use crate::decoder::{Decoder, Generation, Request, Sequence, cache_capacity, che
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
 use crate::sampler::{SamplerConfig, sample};
-use crate::speculative::{SpeculativeConfig, charged, check_sampler, verify_and_emit};
+use crate::speculative::{
+    SpeculativeConfig, charged, check_sampler, verification_block, verify_and_emit,
+};
 
 /// Self-speculative decoding over a model with MTP heads. `config.max_gamma` (or `gamma` when
 /// fixed) must not exceed the model's extra heads.
@@ -156,9 +158,7 @@ impl<M: LanguageModel> Decoder<M> for SelfSpeculativeDecoder {
                 .map(|(b, (seq, lane))| {
                     if seq.is_active() {
                         base[b] = model.cache_len(&cache, b);
-                        std::iter::once(lane.pending)
-                            .chain(lane.drafts.iter().copied())
-                            .collect()
+                        verification_block(lane.pending, &lane.drafts, seq.eos())
                     } else {
                         Vec::new()
                     }
@@ -187,7 +187,8 @@ impl<M: LanguageModel> Decoder<M> for SelfSpeculativeDecoder {
                     sampler,
                 )?;
                 let accepted = verdict.accepted;
-                model.truncate(&mut cache, b, base[b] + 1 + accepted)?;
+                let keep = (base[b] + 1 + accepted).min(model.cache_len(&cache, b));
+                model.truncate(&mut cache, b, keep)?;
                 lane.pending = verdict.next;
                 lane.gamma = config.next_gamma(lane.gamma, gamma, accepted);
                 if seq.is_active() {

@@ -306,9 +306,7 @@ where
                 .map(|(b, (seq, lane))| {
                     if seq.is_active() {
                         target_base[b] = model.cache_len(&target_cache, b);
-                        std::iter::once(lane.pending_t)
-                            .chain(lane.drafts.iter().copied())
-                            .collect()
+                        verification_block(lane.pending_t, &lane.drafts, seq.eos())
                     } else {
                         Vec::new()
                     }
@@ -338,8 +336,10 @@ where
                     sampler,
                 )?;
                 let accepted = verdict.accepted;
-                // Roll both caches back to the kept tokens.
-                model.truncate(&mut target_cache, b, target_base[b] + 1 + accepted)?;
+                // Roll both caches back to the kept tokens (an accepted final EOS was never
+                // fed, and ends the sequence).
+                let keep = (target_base[b] + 1 + accepted).min(model.cache_len(&target_cache, b));
+                model.truncate(&mut target_cache, b, keep)?;
                 lane.pending_t = verdict.next;
                 if gamma > 0 {
                     let in_draft = accepted.min(gamma - 1);
@@ -356,6 +356,19 @@ where
         tracing::debug!(batch, decoder = %self.config.name(), "speculative decoding finished");
         Ok(sequences.into_iter().map(Sequence::finish).collect())
     }
+}
+
+/// The target's verification block `[pending, drafts…]`, leaving out a final drafted
+/// end-of-sequence: EOS is never an input (the TTS models have no embedding for it), and the
+/// position after it would only score a bonus token that an accepted EOS never emits.
+pub(crate) fn verification_block(pending: u32, drafts: &[u32], eos: Option<u32>) -> Vec<u32> {
+    let fed = match drafts.last() {
+        Some(&last) if Some(last) == eos => &drafts[..drafts.len() - 1],
+        _ => drafts,
+    };
+    std::iter::once(pending)
+        .chain(fed.iter().copied())
+        .collect()
 }
 
 /// Verifies sequence `b`'s drafts against the target's next-token logits of its block
@@ -376,11 +389,19 @@ pub(crate) fn verify_and_emit(
 ) -> Result<Verdict> {
     let gamma = drafts.len();
     let mut history = seq.tokens.clone();
-    let mut target_probs = Vec::with_capacity(gamma + 1);
+    let mut target_probs: Vec<Vec<f32>> = Vec::with_capacity(gamma + 1);
     // Position i scores the token after the first i drafts.
+    let eos_last = gamma > 0 && Some(drafts[gamma - 1]) == seq.eos();
     for i in 0..=gamma {
         if i > 0 {
             history.push(drafts[i - 1]);
+        }
+        if eos_last && i == gamma {
+            // Nothing follows an accepted EOS (see `verification_block`): the bonus slot repeats
+            // the last distribution and its draw is discarded.
+            let last = target_probs[gamma - 1].clone();
+            target_probs.push(last);
+            break;
         }
         target_probs.push(sampler.distribution(logits.row(b, i, 0), &history, seq.banned(i)));
     }

@@ -374,6 +374,15 @@ impl LanguageModel for TableLm {
         request.check(self.config.n_heads)?;
         let vocab = self.config.vocab_size;
         let longest = check_blocks(blocks, cache.histories.len(), vocab)?;
+        // Like the TTS models (whose EOS is an output class without an input embedding), the
+        // toy refuses end-of-sequence as input: decoders must never feed it back.
+        if let Some(eos) = self.config.eos
+            && let Some(b) = blocks.iter().position(|block| block.contains(&eos))
+        {
+            return Err(InferError::InvalidRequest {
+                detail: format!("block {b} feeds end-of-sequence ({eos}) back as input"),
+            });
+        }
         for (b, block) in blocks.iter().enumerate() {
             let len = cache.histories[b].len() + block.len();
             if len > cache.capacity {

@@ -1,0 +1,427 @@
+//! `voxspec bench decode`: every decoder on the same test sentences in one run — speed (time
+//! per token, speedup over AR measured alongside, tokens per forward, acceptance) and quality
+//! proxies (CER of the synthesised audio by the CTC teacher, the target's NLL of the generated
+//! codes). Writes JSON, a markdown table like the MTP paper's Tables I–II, and PNG plots like its
+//! Figs. 3–5 (TPT, CER and NLL over the number of heads, with and without Viterbi).
+//!
+//! Utterances are the outer loop and decoders the inner one, so a change in machine load during
+//! the run hits every decoder alike; each decoder sees the same seed per utterance.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use burn::tensor::Device;
+use clap::Args;
+use serde::Serialize;
+use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
+use voxspec_data::{Progress, read_manifest};
+use voxspec_infer::{
+    DecodeStats, LanguageModel, SequenceNll, SimilarityGroups, StopReason, Transitions,
+    sequence_nll,
+};
+use voxspec_mtp::load_mtp;
+
+use crate::bench_model::forward_costs;
+use crate::progress::Bar;
+use crate::synth::{
+    DecoderParts, DecoderSpec, LengthArgs, ModelArgs, Pipeline, RuleSpec, SamplingArgs,
+};
+
+/// Decoders side by side on a split's sentences (their transcripts as text).
+#[derive(Debug, Args)]
+pub struct DecodeBenchArgs {
+    #[command(flatten)]
+    models: ModelArgs,
+    /// Prepared data directory with <SPLIT>.jsonl [default: <EXP>/data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Split whose transcripts are synthesised.
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Use at most this many utterances.
+    #[arg(long, default_value_t = 10)]
+    max_utterances: usize,
+    /// CTC teacher that transcribes the synthesised audio for CER
+    /// [default: checkpoints/ctc-minitts].
+    #[arg(long, value_name = "DIR")]
+    teacher: Option<PathBuf>,
+    /// Skip the CER column (no teacher needed).
+    #[arg(long)]
+    no_cer: bool,
+    /// MTP head counts k (k = 1 is the AR baseline).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    heads: Vec<usize>,
+    /// Viterbi candidates per head (one row per value and k ≥ 2); empty: no Viterbi rows.
+    #[arg(long, value_delimiter = ',', default_value = "3,5,9,15")]
+    top_k: Vec<usize>,
+    /// Draft model (`voxspec train draft`): adds speculative rows (exact, SSD, PCG).
+    #[arg(long, value_name = "DIR")]
+    draft: Option<PathBuf>,
+    /// Self-speculative rows: the AR model's own MTP heads draft (exact, SSD, PCG).
+    #[arg(long)]
+    self_spec: bool,
+    /// Draft lengths γ of the speculative rows.
+    #[arg(long, value_delimiter = ',', default_value = "2,3,4")]
+    gammas: Vec<usize>,
+    /// SSD tolerances; 0 is exact speculative sampling.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.1,0.2,0.3,0.4")]
+    betas: Vec<f32>,
+    /// PCG similarity thresholds θ (groups built from the AR model's code embeddings).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        allow_hyphen_values = true,
+        default_value = "0.3,0.45,0.6"
+    )]
+    thetas: Vec<f32>,
+    /// No PCG rows.
+    #[arg(long)]
+    no_pcg: bool,
+    /// Seed of the first utterance (utterance i uses seed + i).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    #[command(flatten)]
+    lengths: LengthArgs,
+    /// Output directory: bench-decode.json, bench-decode.md and the PNG plots
+    /// [default: <EXP>/bench].
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// Totals of one decoder over the utterances.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    utterances: usize,
+    tokens: usize,
+    ar_seconds: f64,
+    audio_seconds: f64,
+    stats: DecodeStats,
+    eos_stops: usize,
+    errors: ErrorCounts,
+    nll: SequenceNll,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    #[serde(flatten)]
+    spec: DecoderSpec,
+    label: String,
+    utterances: usize,
+    tokens: usize,
+    /// Time per token of the AR stage, ms.
+    tpt_ms: f64,
+    /// AR TPT divided by this TPT (same run).
+    speedup: f64,
+    /// AR-stage wall time / audio duration.
+    lm_rtf: f64,
+    /// Emitted tokens per target forward after the prefill.
+    tokens_per_forward: f64,
+    target_forwards: usize,
+    draft_forwards: usize,
+    acceptance_rate: Option<f64>,
+    thinning_trials: usize,
+    /// Sequences that ended at end of speech (the rest hit the length limit).
+    eos_stops: usize,
+    cer: Option<f64>,
+    nll: Option<f64>,
+}
+
+pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
+    if args.heads.is_empty() || args.heads.contains(&0) {
+        bail!("--heads needs values of at least 1");
+    }
+    if args.top_k.contains(&0) {
+        bail!("--top-k values must be at least 1");
+    }
+    if args.gammas.contains(&0) {
+        bail!("--gammas values must be at least 1 (γ = 0 drafts nothing)");
+    }
+    if let Some(t) = args.thetas.iter().find(|t| !(**t > -1.0 && **t < 1.0)) {
+        bail!("--thetas: θ = {t} is outside (−1, 1)");
+    }
+    if let Some(b) = args.betas.iter().find(|b| !(b.is_finite() && **b >= 0.0)) {
+        bail!("--betas: β = {b} must be finite and at least 0");
+    }
+    let device = Device::flex();
+    let sampler = args.sampling.config()?;
+    let pipeline = Pipeline::load(&args.models, &device)?;
+    let data = args
+        .data
+        .clone()
+        .unwrap_or_else(|| args.models.exp.join("data"));
+    let manifest = data.join(format!("{}.jsonl", args.split));
+    let utterances =
+        read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
+    let utterances: Vec<_> = utterances.into_iter().take(args.max_utterances).collect();
+    if utterances.is_empty() {
+        bail!("{} has no utterances", manifest.display());
+    }
+    let teacher = if args.no_cer {
+        None
+    } else {
+        let dir = args
+            .teacher
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("checkpoints/ctc-minitts"));
+        Some(CtcTeacher::load(&dir, &device).with_context(|| {
+            format!(
+                "loading the CTC teacher {} (or pass --no-cer)",
+                dir.display()
+            )
+        })?)
+    };
+
+    // The decoders.
+    let mut parts = DecoderParts::default();
+    let mut specs = vec![DecoderSpec::Ar];
+    for &k in args.heads.iter().filter(|&&k| k > 1) {
+        specs.push(DecoderSpec::Mtp { heads: k });
+    }
+    let viterbi = args.heads.iter().any(|&k| k > 1) && !args.top_k.is_empty();
+    if viterbi {
+        let path = args.models.transitions_file();
+        parts.transitions =
+            Some(Arc::new(Transitions::load(&path).with_context(|| {
+                format!("loading the transition matrix {}", path.display())
+            })?));
+        for &k in args.heads.iter().filter(|&&k| k > 1) {
+            for &top_k in &args.top_k {
+                specs.push(DecoderSpec::MtpViterbi { heads: k, top_k });
+            }
+        }
+    }
+    let speculative = args.draft.is_some() || args.self_spec;
+    if speculative {
+        let mut rules: Vec<RuleSpec> = args
+            .betas
+            .iter()
+            .map(|&beta| {
+                if beta == 0.0 {
+                    RuleSpec::Sd
+                } else {
+                    RuleSpec::Ssd { beta }
+                }
+            })
+            .collect();
+        if !args.no_pcg {
+            let (table, vocab, dim) = crate::groups::code_table(&pipeline.ar)?;
+            for &theta in &args.thetas {
+                let groups = SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?;
+                let s = groups.summary();
+                eprintln!(
+                    "PCG θ {theta}: {} groups, mean size {:.2}, max {}",
+                    s.n_groups, s.mean_group_size, s.max_group_size
+                );
+                parts.groups.push((theta, Arc::new(groups)));
+                rules.push(RuleSpec::Pcg { theta });
+            }
+        }
+        if let Some(dir) = &args.draft {
+            let (_, draft) = load_mtp(dir, &device)
+                .with_context(|| format!("loading the draft {}", dir.display()))?;
+            if draft.vocab_size() != pipeline.ar.vocab_size() {
+                bail!(
+                    "the draft {} predicts {} tokens, the target {} — a draft must share its \
+                     target's codebook",
+                    dir.display(),
+                    draft.vocab_size(),
+                    pipeline.ar.vocab_size()
+                );
+            }
+            parts.draft = Some(draft);
+            for &gamma in &args.gammas {
+                for rule in &rules {
+                    specs.push(DecoderSpec::Speculative {
+                        rule: rule.clone(),
+                        gamma,
+                    });
+                }
+            }
+        }
+        if args.self_spec {
+            for &gamma in &args.gammas {
+                for rule in &rules {
+                    specs.push(DecoderSpec::SelfSpec {
+                        rule: rule.clone(),
+                        gamma,
+                    });
+                }
+            }
+        }
+    }
+    let mut decoders = specs
+        .iter()
+        .map(|s| parts.build(s, &pipeline.ar))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+
+    // The run: utterances outer, decoders inner.
+    let mut tallies = vec![Tally::default(); specs.len()];
+    let rate = pipeline.sample_rate();
+    let bar = Bar::with_len(
+        (utterances.len() * specs.len()) as u64,
+        "decoding (utterances × decoders)",
+    );
+    for (i, u) in utterances.iter().enumerate() {
+        let text = pipeline
+            .text_ids(&u.text)
+            .with_context(|| format!("utterance {}", u.id))?;
+        let request = pipeline.request(&text, None, &args.lengths, args.seed + i as u64)?;
+        let reference = match &teacher {
+            Some(t) => Some(t.normalize(&u.text)?),
+            None => None,
+        };
+        for (tally, decoder) in tallies.iter_mut().zip(decoders.iter_mut()) {
+            let out = pipeline.synthesize(decoder.as_mut(), &request, &text, None, &sampler)?;
+            let g = &out.generation;
+            tally.utterances += 1;
+            tally.tokens += g.tokens.len();
+            tally.ar_seconds += out.ar_seconds;
+            tally.audio_seconds += out.samples.len() as f64 / f64::from(rate);
+            tally.stats.merge(&g.stats);
+            tally.stats.target_forwards -= 1; // the prefill
+            let eos = g.stop == StopReason::Eos;
+            tally.eos_stops += usize::from(eos);
+            tally
+                .nll
+                .merge(sequence_nll(&pipeline.ar, &request.prompt, &g.tokens, eos)?);
+            if let (Some(t), Some(reference)) = (&teacher, &reference) {
+                let hyp = if out.samples.len() < pipeline.codec_config.hop_length() {
+                    String::new()
+                } else if t.sample_rate() == rate {
+                    t.transcribe(&out.samples)?
+                } else {
+                    let wave = voxspec_audio::resample(&out.samples, rate, t.sample_rate())?;
+                    t.transcribe(&wave)?
+                };
+                tally.errors = tally.errors + ErrorCounts::between(&hyp, reference);
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish();
+
+    // Cost of a forward over k new tokens relative to one, on this model.
+    let mut max_k = args.heads.iter().copied().max().unwrap_or(1);
+    if speculative {
+        max_k = max_k.max(args.gammas.iter().map(|g| g + 1).max().unwrap_or(1));
+    }
+    let costs = forward_costs(&pipeline.ar, 96, max_k, 10)?;
+
+    let ar_tpt = tpt_ms(&tallies[0]);
+    let rows: Vec<Row> = specs
+        .iter()
+        .zip(&tallies)
+        .map(|(spec, t)| {
+            let tpt = tpt_ms(t);
+            Row {
+                spec: spec.clone(),
+                label: spec.label(),
+                utterances: t.utterances,
+                tokens: t.tokens,
+                tpt_ms: tpt,
+                speedup: if tpt > 0.0 { ar_tpt / tpt } else { 0.0 },
+                lm_rtf: t.ar_seconds / t.audio_seconds.max(1e-9),
+                tokens_per_forward: t.tokens as f64 / t.stats.target_forwards.max(1) as f64,
+                target_forwards: t.stats.target_forwards,
+                draft_forwards: t.stats.draft_forwards,
+                acceptance_rate: t.stats.acceptance_rate(),
+                thinning_trials: t.stats.thinning_trials,
+                eos_stops: t.eos_stops,
+                cer: teacher.as_ref().map(|_| t.errors.rate()),
+                nll: t.nll.mean(),
+            }
+        })
+        .collect();
+
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.models.exp.join("bench"));
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let report = serde_json::json!({
+        "benchmark": "decode",
+        "split": args.split,
+        "utterances": utterances.len(),
+        "threads": rayon::current_num_threads(),
+        "sampler": {
+            "temperature": sampler.temperature,
+            "top_k": sampler.top_k,
+            "top_p": sampler.top_p,
+        },
+        "models": {
+            "ar": args.models.ar_dir(),
+            "nar": args.models.nar_dir(),
+            "codec": args.models.codec_dir(),
+            "draft": args.draft,
+        },
+        "forward_cost": costs.iter().enumerate().map(|(i, c)| serde_json::json!({
+            "k": i + 1, "median_ms": c, "relative_to_k1": c / costs[0],
+        })).collect::<Vec<_>>(),
+        "rows": rows,
+    });
+    let json_path = out_dir.join("bench-decode.json");
+    voxspec_data::write_atomic(
+        &json_path,
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )
+    .with_context(|| format!("writing {}", json_path.display()))?;
+    let table = markdown(&rows, &costs, utterances.len(), teacher.is_some());
+    let md_path = out_dir.join("bench-decode.md");
+    voxspec_data::write_atomic(&md_path, table.as_bytes())
+        .with_context(|| format!("writing {}", md_path.display()))?;
+    println!("{table}");
+    eprintln!("wrote {} and {}", json_path.display(), md_path.display());
+    Ok(())
+}
+
+fn tpt_ms(t: &Tally) -> f64 {
+    if t.tokens == 0 {
+        0.0
+    } else {
+        1e3 * t.ar_seconds / t.tokens as f64
+    }
+}
+
+fn fmt_opt(v: Option<f64>, scale: f64, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{:.*}", digits, v * scale))
+}
+
+/// The markdown report: the decoder table and the forward-cost line.
+fn markdown(rows: &[Row], costs: &[f64], utterances: usize, cer: bool) -> String {
+    let mut s = format!(
+        "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | NLL | EOS \
+         stops |\n|---|---|---|---|---|---|---|---|\n"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {}/{} |\n",
+            r.label,
+            r.tpt_ms,
+            r.speedup,
+            r.tokens_per_forward,
+            fmt_opt(r.acceptance_rate, 1.0, 3),
+            if cer {
+                fmt_opt(r.cer, 100.0, 1)
+            } else {
+                "–".into()
+            },
+            fmt_opt(r.nll, 1.0, 3),
+            r.eos_stops,
+            r.utterances
+        ));
+    }
+    let rel: Vec<String> = costs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("k={}: {:.2}", i + 1, c / costs[0]))
+        .collect();
+    s.push_str(&format!(
+        "\n{utterances} utterances. Forward cost over k new tokens relative to k = 1 on this \
+         model and backend: {}.\n",
+        rel.join(", ")
+    ));
+    s
+}

@@ -1,0 +1,611 @@
+//! `voxspec synthesize`, and the text → speech pipeline the decoder benchmark shares with it:
+//!
+//! ```text
+//! text ──tokenizer──▶ ids ──AR (any decoder)──▶ RVQ-1 codes ──NAR──▶ codes [n_q][frames]
+//!                                                                     └─codec decoder─▶ waveform
+//! ```
+//!
+//! With `--prompt ref.wav` the reference is encoded by the codec; its codes condition the NAR
+//! (VALL-E style, the prompt's frames come first). With `--prompt-text` (the reference's
+//! transcript) the AR continues the reference as well: its text is the prompt's transcript
+//! followed by the text to speak and its code prefix the reference's RVQ-1 codes. Without it the
+//! AR starts from the text alone, as it was trained.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use voxspec_audio::{Audio, WavFormat, write_wav};
+use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig};
+use voxspec_data::TextTokenizer;
+use voxspec_infer::verify::AcceptanceRule;
+use voxspec_infer::{
+    ArDecoder, Decoder, Generation, Limits, MtpDecoder, Request, SamplerConfig,
+    SelfSpeculativeDecoder, SimilarityGroups, SpeculativeConfig, SpeculativeDecoder, StopReason,
+    Transitions, ViterbiConfig,
+};
+use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
+
+use crate::codec_cmd::{load_codec, read_audio};
+
+/// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// Experiment directory of train_mtp.sh: the defaults below are read from it.
+    #[arg(long, value_name = "DIR", default_value = "exp/minitts")]
+    pub exp: PathBuf,
+    /// AR model directory (`voxspec train mtp`) [default: <EXP>/ar].
+    #[arg(long, value_name = "DIR")]
+    pub model: Option<PathBuf>,
+    /// NAR model directory (`voxspec train nar`) [default: <EXP>/nar].
+    #[arg(long, value_name = "DIR")]
+    pub nar: Option<PathBuf>,
+    /// Codec model directory [default: checkpoints/codec-minitts].
+    #[arg(long, value_name = "DIR")]
+    pub codec: Option<PathBuf>,
+    /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`)
+    /// [default: <EXP>/transitions.safetensors].
+    #[arg(long, value_name = "FILE")]
+    pub transitions: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    pub fn ar_dir(&self) -> PathBuf {
+        self.model.clone().unwrap_or_else(|| self.exp.join("ar"))
+    }
+
+    pub fn nar_dir(&self) -> PathBuf {
+        self.nar.clone().unwrap_or_else(|| self.exp.join("nar"))
+    }
+
+    pub fn codec_dir(&self) -> PathBuf {
+        self.codec
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("checkpoints/codec-minitts"))
+    }
+
+    pub fn transitions_file(&self) -> PathBuf {
+        self.transitions
+            .clone()
+            .unwrap_or_else(|| self.exp.join("transitions.safetensors"))
+    }
+}
+
+/// The loaded models of the pipeline.
+pub struct Pipeline {
+    pub device: Device,
+    pub tokenizer: TextTokenizer,
+    pub ar: MtpModel,
+    pub nar: NarModel,
+    pub codec: SpeechTokenizer,
+    pub codec_config: SpeechTokenizerConfig,
+}
+
+/// A reference recording: its codes `[n_q][frames]` and, when known, its transcript's ids.
+#[derive(Debug, Clone, Default)]
+pub struct VoicePrompt {
+    pub codes: Vec<Vec<u32>>,
+    pub text: Vec<u32>,
+}
+
+/// What one synthesis produced.
+pub struct Synthesis {
+    pub generation: Generation,
+    /// Wall time of the AR stage (the decoder), seconds.
+    pub ar_seconds: f64,
+    /// Wall time of the NAR stage and the codec decoder, seconds.
+    pub rest_seconds: f64,
+    pub samples: Vec<f32>,
+}
+
+impl Pipeline {
+    /// Loads the AR model (with its tokenizer.json), the NAR model and the codec, and checks
+    /// that they agree on the codebook.
+    pub fn load(models: &ModelArgs, device: &Device) -> anyhow::Result<Self> {
+        let ar_dir = models.ar_dir();
+        let (_, ar) = load_mtp(&ar_dir, device)
+            .with_context(|| format!("loading the AR model {}", ar_dir.display()))?;
+        let tok_path = ar_dir.join("tokenizer.json");
+        let tokenizer = TextTokenizer::load(&tok_path)
+            .with_context(|| format!("loading the AR model's tokenizer {}", tok_path.display()))?;
+        let nar_dir = models.nar_dir();
+        let (_, nar) = load_nar(&nar_dir, device)
+            .with_context(|| format!("loading the NAR model {}", nar_dir.display()))?;
+        let codec_dir = models.codec_dir();
+        let (codec_config, codec) = load_codec(&codec_dir, device)?;
+        if ar.codebook_size() != codec_config.codebook_size
+            || nar.codebook_size() != codec_config.codebook_size
+        {
+            bail!(
+                "the models do not share a codebook: AR {} codes ({}), NAR {} ({}), codec {} ({})",
+                ar.codebook_size(),
+                ar_dir.display(),
+                nar.codebook_size(),
+                nar_dir.display(),
+                codec_config.codebook_size,
+                codec_dir.display()
+            );
+        }
+        if nar.n_q() > codec_config.n_q {
+            bail!(
+                "the NAR model {} predicts {} code layers, the codec {} has {}",
+                nar_dir.display(),
+                nar.n_q(),
+                codec_dir.display(),
+                codec_config.n_q
+            );
+        }
+        Ok(Self {
+            device: device.clone(),
+            tokenizer,
+            ar,
+            nar,
+            codec,
+            codec_config,
+        })
+    }
+
+    /// Output sample rate.
+    pub fn sample_rate(&self) -> u32 {
+        self.codec_config.sample_rate
+    }
+
+    /// Text ids of `text`, refusing text that is empty or made only of characters the
+    /// tokenizer does not know.
+    pub fn text_ids(&self, text: &str) -> anyhow::Result<Vec<u32>> {
+        if text.trim().is_empty() {
+            bail!("the text is empty: give the sentence to speak");
+        }
+        let unknown = self.tokenizer.unknown_chars(text)?;
+        let known = self
+            .tokenizer
+            .normalize(text)?
+            .chars()
+            .any(|c| !c.is_whitespace() && !unknown.contains(&c));
+        if !known {
+            bail!(
+                "the text {:?} has no character the model's tokenizer knows (unknown: {:?})",
+                text.chars().take(60).collect::<String>(),
+                unknown
+            );
+        }
+        Ok(self.tokenizer.encode(text)?)
+    }
+
+    /// Encodes a reference recording (resampled to the codec's rate when needed) into the
+    /// NAR's code layers.
+    pub fn encode_prompt(&self, path: &Path, text: Option<&str>) -> anyhow::Result<VoicePrompt> {
+        let samples = read_audio(path, self.sample_rate())?;
+        if samples.len() < self.codec_config.hop_length() {
+            bail!(
+                "{} is too short for a prompt ({} samples, at least one frame of {} needed)",
+                path.display(),
+                samples.len(),
+                self.codec_config.hop_length()
+            );
+        }
+        let n = samples.len();
+        let wave: Tensor<3> = Tensor::from_data(TensorData::new(samples, [1, 1, n]), &self.device);
+        let codes = self
+            .codec
+            .encode(wave, self.nar.n_q())
+            .with_context(|| format!("encoding the prompt {}", path.display()))?;
+        let [n_q, _, frames] = codes.dims();
+        let flat = codes
+            .into_data()
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .map_err(|e| anyhow::anyhow!("reading the prompt codes back: {e:?}"))?;
+        let codes = (0..n_q)
+            .map(|q| {
+                flat[q * frames..(q + 1) * frames]
+                    .iter()
+                    .map(|&c| c as u32)
+                    .collect()
+            })
+            .collect();
+        let text = match text {
+            Some(t) => self.text_ids(t).context("the prompt's transcript")?,
+            None => Vec::new(),
+        };
+        Ok(VoicePrompt { codes, text })
+    }
+
+    /// The AR request for `text` (with a voice prompt's transcript and RVQ-1 codes in front
+    /// when its transcript is known), its length bounded by the text length.
+    pub fn request(
+        &self,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        lengths: &LengthArgs,
+        seed: u64,
+    ) -> anyhow::Result<Request<TtsPrompt>> {
+        let limits = Limits::for_text(text.len(), lengths.min_ratio, lengths.max_ratio)?;
+        let (text, codes) = match prompt {
+            Some(p) if !p.text.is_empty() => {
+                let mut ids = p.text.clone();
+                ids.extend_from_slice(text);
+                (ids, p.codes.first().cloned().unwrap_or_default())
+            }
+            _ => (text.to_vec(), Vec::new()),
+        };
+        Ok(Request {
+            prompt: TtsPrompt { text, codes },
+            limits,
+            seed,
+        })
+    }
+
+    /// Runs one request through `decoder`, then the NAR and the codec decoder.
+    pub fn synthesize(
+        &self,
+        decoder: &mut dyn Decoder<MtpModel>,
+        request: &Request<TtsPrompt>,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        sampler: &SamplerConfig,
+    ) -> anyhow::Result<Synthesis> {
+        let start = Instant::now();
+        let generation = decoder
+            .generate(&self.ar, std::slice::from_ref(request), sampler)?
+            .into_iter()
+            .next()
+            .context("the decoder returned no sequence")?;
+        let ar_seconds = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let samples = if generation.tokens.is_empty() {
+            Vec::new()
+        } else {
+            self.vocode(text, prompt, &generation.tokens)?
+        };
+        Ok(Synthesis {
+            generation,
+            ar_seconds,
+            rest_seconds: start.elapsed().as_secs_f64(),
+            samples,
+        })
+    }
+
+    /// NAR layers 2..N from the AR's RVQ-1 codes, then the codec decoder; the prompt's frames
+    /// are dropped from the output.
+    pub fn vocode(
+        &self,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        first: &[u32],
+    ) -> anyhow::Result<Vec<f32>> {
+        let n_q = self.nar.n_q();
+        let empty = vec![Vec::new(); n_q];
+        let (prompt_codes, nar_text) = match prompt {
+            Some(p) => {
+                let mut t = p.text.clone();
+                t.extend_from_slice(text);
+                (&p.codes, t)
+            }
+            None => (&empty, text.to_vec()),
+        };
+        let codes = self
+            .nar
+            .generate(&nar_text, prompt_codes, first)
+            .context("the NAR stage")?;
+        let frames = first.len();
+        let flat: Vec<i64> = codes
+            .iter()
+            .flat_map(|l| l.iter().map(|&c| i64::from(c)))
+            .collect();
+        let codes: Tensor<3, Int> =
+            Tensor::from_data(TensorData::new(flat, [n_q, 1, frames]), &self.device);
+        let wave = self.codec.decode(codes).context("the codec decoder")?;
+        wave.into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| anyhow::anyhow!("reading the waveform back: {e:?}"))
+    }
+}
+
+/// Length bounds relative to the text (CosyVoice's rule).
+#[derive(Debug, Clone, Args)]
+pub struct LengthArgs {
+    /// At least this many codes per text token (end of speech is masked before).
+    #[arg(long, default_value_t = 2.0)]
+    pub min_ratio: f32,
+    /// At most this many codes per text token.
+    #[arg(long, default_value_t = 20.0)]
+    pub max_ratio: f32,
+}
+
+/// Sampling settings of the AR stage.
+#[derive(Debug, Clone, Args)]
+pub struct SamplingArgs {
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Sample among the most likely this many codes (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub sample_top_k: usize,
+    /// Nucleus sampling mass (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+}
+
+impl SamplingArgs {
+    pub fn config(&self) -> anyhow::Result<SamplerConfig> {
+        let config = SamplerConfig {
+            temperature: self.temperature,
+            top_k: self.sample_top_k,
+            top_p: self.top_p,
+            ..SamplerConfig::default()
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// Decoding strategies of `synthesize` (the benchmark adds the speculative ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DecoderKind {
+    /// One token per forward (the baseline).
+    Ar,
+    /// `--heads` tokens per forward, each head sampled on its own.
+    Mtp,
+    /// `--heads` tokens per forward, the block chosen by Viterbi over the top-K candidates of
+    /// each head and the transition matrix (the MTP paper's Algorithm 1).
+    MtpViterbi,
+    /// Self-speculation: the extra heads draft `--heads − 1` tokens, the next-token head
+    /// verifies them in the following forward (exact rule).
+    SelfSpec,
+}
+
+/// How drafted tokens are accepted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "rule", rename_all = "lowercase")]
+pub enum RuleSpec {
+    /// Exact speculative sampling.
+    Sd,
+    /// SSD tolerance β.
+    Ssd { beta: f32 },
+    /// PCG groups at cosine threshold θ.
+    Pcg { theta: f32 },
+}
+
+/// One decoder configuration: what a benchmark row measures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "decoder", rename_all = "kebab-case")]
+pub enum DecoderSpec {
+    Ar,
+    Mtp {
+        heads: usize,
+    },
+    MtpViterbi {
+        heads: usize,
+        top_k: usize,
+    },
+    /// A separate draft model proposes `gamma` tokens.
+    Speculative {
+        #[serde(flatten)]
+        rule: RuleSpec,
+        gamma: usize,
+    },
+    /// The MTP heads propose `gamma` tokens.
+    SelfSpec {
+        #[serde(flatten)]
+        rule: RuleSpec,
+        gamma: usize,
+    },
+}
+
+impl DecoderSpec {
+    /// Short label for tables and plots.
+    pub fn label(&self) -> String {
+        let rule = |r: &RuleSpec| match r {
+            RuleSpec::Sd => "sd".to_string(),
+            RuleSpec::Ssd { beta } => format!("ssd β={beta}"),
+            RuleSpec::Pcg { theta } => format!("pcg θ={theta}"),
+        };
+        match self {
+            DecoderSpec::Ar => "ar".into(),
+            DecoderSpec::Mtp { heads } => format!("mtp k={heads}"),
+            DecoderSpec::MtpViterbi { heads, top_k } => {
+                format!("mtp+viterbi k={heads} top_k={top_k}")
+            }
+            DecoderSpec::Speculative { rule: r, gamma } => format!("{} γ={gamma}", rule(r)),
+            DecoderSpec::SelfSpec { rule: r, gamma } => {
+                format!("self-spec {} γ={gamma}", rule(r))
+            }
+        }
+    }
+}
+
+/// What decoders may need besides the target model.
+#[derive(Default)]
+pub struct DecoderParts {
+    pub transitions: Option<Arc<Transitions>>,
+    pub draft: Option<MtpModel>,
+    /// Similarity groups by θ (bit pattern of the f32 as key).
+    pub groups: Vec<(f32, Arc<SimilarityGroups>)>,
+}
+
+impl DecoderParts {
+    fn groups_at(&self, theta: f32) -> anyhow::Result<Arc<SimilarityGroups>> {
+        self.groups
+            .iter()
+            .find(|(t, _)| (t - theta).abs() < 1e-6)
+            .map(|(_, g)| g.clone())
+            .with_context(|| format!("no similarity groups built for θ = {theta}"))
+    }
+
+    fn rule(&self, spec: &RuleSpec) -> anyhow::Result<AcceptanceRule> {
+        Ok(match spec {
+            RuleSpec::Sd => AcceptanceRule::Exact,
+            RuleSpec::Ssd { beta } => AcceptanceRule::Tolerance { beta: *beta },
+            RuleSpec::Pcg { theta } => AcceptanceRule::Groups(self.groups_at(*theta)?),
+        })
+    }
+
+    /// The decoder of `spec` for `target`.
+    pub fn build(
+        &self,
+        spec: &DecoderSpec,
+        target: &MtpModel,
+    ) -> anyhow::Result<Box<dyn Decoder<MtpModel>>> {
+        let heads_needed = match spec {
+            DecoderSpec::Mtp { heads } | DecoderSpec::MtpViterbi { heads, .. } => *heads,
+            DecoderSpec::SelfSpec { gamma, .. } => gamma + 1,
+            _ => 1,
+        };
+        if heads_needed > target.n_heads() {
+            bail!(
+                "{} needs {heads_needed} prediction heads; the AR model has {} (train it with \
+                 --heads {heads_needed} or more)",
+                spec.label(),
+                target.n_heads()
+            );
+        }
+        Ok(match spec {
+            DecoderSpec::Ar => Box::new(ArDecoder::new()),
+            DecoderSpec::Mtp { heads } => Box::new(MtpDecoder::new(*heads)?),
+            DecoderSpec::MtpViterbi { heads, top_k } => {
+                let transitions = self.transitions.clone().context(
+                    "Viterbi decoding needs the transition matrix (`voxspec stats transitions`, \
+                     --transitions)",
+                )?;
+                if transitions.vocab_size() != target.codebook_size() + 1
+                    && transitions.vocab_size() != target.codebook_size()
+                {
+                    bail!(
+                        "the transition matrix covers {} tokens, the AR model has {} codes",
+                        transitions.vocab_size(),
+                        target.codebook_size()
+                    );
+                }
+                Box::new(MtpDecoder::with_viterbi(
+                    *heads,
+                    ViterbiConfig::new(*top_k),
+                    transitions,
+                )?)
+            }
+            DecoderSpec::Speculative { rule, gamma } => {
+                let draft = self
+                    .draft
+                    .clone()
+                    .context("speculative decoding needs a draft model (--draft)")?;
+                Box::new(SpeculativeDecoder::new(
+                    draft,
+                    SpeculativeConfig::new(*gamma, self.rule(rule)?),
+                )?)
+            }
+            DecoderSpec::SelfSpec { rule, gamma } => Box::new(SelfSpeculativeDecoder::new(
+                SpeculativeConfig::new(*gamma, self.rule(rule)?),
+            )?),
+        })
+    }
+}
+
+/// `voxspec synthesize`: text (and optionally a reference voice) to a WAV file.
+#[derive(Debug, Args)]
+pub struct SynthesizeArgs {
+    /// The sentence to speak.
+    #[arg(long)]
+    text: String,
+    /// Reference recording whose codes condition the NAR stage (any rate; resampled).
+    #[arg(long, value_name = "WAV")]
+    prompt: Option<PathBuf>,
+    /// Transcript of --prompt: the AR model then continues the reference too.
+    #[arg(long, requires = "prompt")]
+    prompt_text: Option<String>,
+    /// Decoding strategy of the AR stage.
+    #[arg(long, value_enum, default_value_t = DecoderKind::MtpViterbi)]
+    decoder: DecoderKind,
+    /// Tokens per forward (MTP heads used; the model needs at least this many).
+    #[arg(long, default_value_t = 4)]
+    heads: usize,
+    /// Candidates per head for Viterbi path selection.
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
+    /// Seed of the sampler.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Output WAV file.
+    #[arg(long, short, value_name = "WAV")]
+    out: PathBuf,
+    #[command(flatten)]
+    models: ModelArgs,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    #[command(flatten)]
+    lengths: LengthArgs,
+}
+
+pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
+    let device = Device::flex();
+    let sampler = args.sampling.config()?;
+    let spec = match args.decoder {
+        DecoderKind::Ar => DecoderSpec::Ar,
+        DecoderKind::Mtp => DecoderSpec::Mtp { heads: args.heads },
+        DecoderKind::MtpViterbi => DecoderSpec::MtpViterbi {
+            heads: args.heads,
+            top_k: args.top_k,
+        },
+        DecoderKind::SelfSpec => DecoderSpec::SelfSpec {
+            rule: RuleSpec::Sd,
+            gamma: args.heads.saturating_sub(1),
+        },
+    };
+    let pipeline = Pipeline::load(&args.models, &device)?;
+    let text = pipeline.text_ids(&args.text)?;
+    let mut parts = DecoderParts::default();
+    if matches!(spec, DecoderSpec::MtpViterbi { .. }) {
+        let path = args.models.transitions_file();
+        parts.transitions =
+            Some(Arc::new(Transitions::load(&path).with_context(|| {
+                format!("loading the transition matrix {}", path.display())
+            })?));
+    }
+    let mut decoder = parts.build(&spec, &pipeline.ar)?;
+    let prompt = match &args.prompt {
+        Some(p) => Some(pipeline.encode_prompt(p, args.prompt_text.as_deref())?),
+        None => None,
+    };
+    let request = pipeline.request(&text, prompt.as_ref(), &args.lengths, args.seed)?;
+    let out = pipeline.synthesize(decoder.as_mut(), &request, &text, prompt.as_ref(), &sampler)?;
+    let g = &out.generation;
+    if g.tokens.is_empty() {
+        bail!(
+            "the AR model ended speech before the first code ({}); try another --seed or a \
+             lower --temperature",
+            spec.label()
+        );
+    }
+    let seconds = out.samples.len() as f64 / f64::from(pipeline.sample_rate());
+    write_wav(
+        &args.out,
+        &Audio::new(out.samples, pipeline.sample_rate()),
+        WavFormat::Pcm16,
+    )
+    .with_context(|| format!("writing {}", args.out.display()))?;
+    let forwards = g.stats.target_forwards.max(1);
+    println!(
+        "{}: {} codes ({:.2} s of audio, stopped at {}) → {}",
+        spec.label(),
+        g.tokens.len(),
+        seconds,
+        match g.stop {
+            StopReason::Eos => "end of speech",
+            StopReason::MaxTokens => "the length limit",
+        },
+        args.out.display()
+    );
+    println!(
+        "AR: TPT {:.2} ms/token, LM RTF {:.3}, {:.3} forward passes per token ({} forwards); \
+         NAR + codec {:.2} s",
+        1e3 * out.ar_seconds / g.tokens.len() as f64,
+        out.ar_seconds / seconds.max(1e-9),
+        forwards as f64 / g.tokens.len() as f64,
+        forwards,
+        out.rest_seconds
+    );
+    Ok(())
+}
