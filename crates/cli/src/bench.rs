@@ -1,5 +1,6 @@
 //! `voxspec bench audio`: decode, resample and log-mel throughput, as JSON (the model
-//! benchmarks `train` and `forward` live in `bench_model.rs`).
+//! benchmarks `train` and `forward` live in `bench_model.rs`, `acceptance` in
+//! `bench_accept.rs`, `codec` in `bench_codec.rs`).
 //!
 //! Throughput is reported as seconds of audio processed per second of wall time (the
 //! real-time factor's inverse). All variants run in one invocation over the same files, so
@@ -30,6 +31,9 @@ pub enum BenchCommand {
     /// Offline acceptance rate and expected tokens per step of speculative decoding, from
     /// teacher-forced logits (no decoding).
     Acceptance(crate::bench_accept::AcceptanceArgs),
+    /// Codec encode and decode speed: real-time factors on 10 s of speech (or speech-like
+    /// synthetic audio).
+    Codec(crate::bench_codec::CodecBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -108,6 +112,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Train(a) => crate::bench_model::run_train(a),
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
+        BenchCommand::Codec(a) => crate::bench_codec::run(a),
     }
 }
 
