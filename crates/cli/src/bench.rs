@@ -1,5 +1,6 @@
 //! `voxspec bench audio`: decode, resample and log-mel throughput, as JSON (the model
-//! benchmarks `train` and `forward` live in `bench_model.rs`).
+//! benchmarks `train` and `forward` live in `bench_model.rs`, `acceptance` in
+//! `bench_accept.rs`, `codec` in `bench_codec.rs`).
 //!
 //! Throughput is reported as seconds of audio processed per second of wall time (the
 //! real-time factor's inverse). All variants run in one invocation over the same files, so
@@ -34,6 +35,9 @@ pub enum BenchCommand {
     /// tokens per forward, acceptance, CER of the synthesised audio by the CTC teacher and the
     /// target's NLL; JSON, a markdown table and PNG plots.
     Decode(crate::bench_decode::DecodeBenchArgs),
+    /// Codec encode and decode speed: real-time factors on 10 s of speech (or speech-like
+    /// synthetic audio).
+    Codec(crate::bench_codec::CodecBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -113,6 +117,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
         BenchCommand::Decode(a) => crate::bench_decode::run(a),
+        BenchCommand::Codec(a) => crate::bench_codec::run(a),
     }
 }
 

@@ -1,5 +1,6 @@
-//! `voxspec codec train | encode | decode | extract`: the SpeechTokenizer codec through the one
-//! training loop, single-file encoding/decoding, and token stores of a prepared corpus.
+//! `voxspec codec train | encode | decode | extract | eval`: the SpeechTokenizer codec through
+//! the one training loop, single-file encoding/decoding, token stores of a prepared corpus, and
+//! resynthesis quality (`eval`, in `codec_eval.rs`).
 //!
 //! A codec model directory holds `config.json` (`"kind": "speechtokenizer"`, the model config
 //! under `model`) and `model.safetensors` (tensor names = module paths), loaded strictly: a
@@ -44,6 +45,7 @@ pub enum CodecCommand {
     Encode(EncodeArgs),
     Decode(DecodeArgs),
     Extract(ExtractArgs),
+    Eval(crate::codec_eval::EvalArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -220,6 +222,7 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
         CodecCommand::Encode(args) => encode(args),
         CodecCommand::Decode(args) => decode(args),
         CodecCommand::Extract(args) => extract(args),
+        CodecCommand::Eval(args) => crate::codec_eval::run(args),
     }
 }
 

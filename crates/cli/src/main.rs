@@ -4,9 +4,11 @@
 mod audio_cmd;
 mod bench;
 mod bench_accept;
+mod bench_codec;
 mod bench_decode;
 mod bench_model;
 mod codec_cmd;
+mod codec_eval;
 mod export;
 mod groups;
 mod prepare;
@@ -55,7 +57,8 @@ enum Command {
     /// Semantic teachers: extract features of a corpus, transcribe and score (CER).
     #[command(subcommand)]
     Teacher(teacher_cmd::TeacherCommand),
-    /// Train the SpeechTokenizer codec, encode/decode audio, extract token stores.
+    /// Train the SpeechTokenizer codec, encode/decode audio, extract token stores, evaluate
+    /// resynthesis (MCD, CER).
     #[command(subcommand)]
     Codec(codec_cmd::CodecCommand),
     /// Text to speech: AR model (any decoder) → NAR model → codec decoder → WAV.

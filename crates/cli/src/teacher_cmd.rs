@@ -255,16 +255,21 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn transcribe(args: TranscribeArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+/// Loads a CTC teacher directory (`voxspec train ctc` output), refusing other kinds.
+pub(crate) fn load_ctc_teacher(dir: &Path, device: &Device) -> anyhow::Result<CtcTeacher> {
     anyhow::ensure!(
-        is_ctc_dir(&args.teacher)?,
+        is_ctc_dir(dir)?,
         "{} is not a CTC teacher (config.json has no \"kind\": \"ctc\"); only CTC teachers \
          transcribe",
-        args.teacher.display()
+        dir.display()
     );
-    let teacher = CtcTeacher::load(&args.teacher, &device)
-        .with_context(|| format!("loading the CTC teacher {}", args.teacher.display()))?;
+    CtcTeacher::load(dir, device)
+        .with_context(|| format!("loading the CTC teacher {}", dir.display()))
+}
+
+fn transcribe(args: TranscribeArgs) -> anyhow::Result<()> {
+    let device = Device::flex();
+    let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let utterances = read_manifest(&args.manifest)?;
     anyhow::ensure!(
         !utterances.is_empty(),

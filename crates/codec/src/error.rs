@@ -190,3 +190,38 @@ pub enum VocoderError {
         reason: String,
     },
 }
+
+/// Errors of the quality metrics (`crate::metrics`).
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// A metric config field is out of range.
+    #[error("metric config field `{field}`: {reason}")]
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A waveform to compare has no samples.
+    #[error("the {which} waveform is empty")]
+    Empty {
+        /// `reference` or `synthesis`.
+        which: &'static str,
+    },
+    /// A waveform is not at the rate the metric was set up for.
+    #[error(
+        "the {which} waveform is at {found} Hz but the metric was set up for {expected} Hz; \
+         resample it first"
+    )]
+    RateMismatch {
+        /// `reference` or `synthesis`.
+        which: &'static str,
+        /// The rate the metric expects.
+        expected: u32,
+        /// The waveform's rate.
+        found: u32,
+    },
+    /// The log-mel front end rejected its settings.
+    #[error("mel front end: {0}")]
+    Audio(#[from] voxspec_audio::AudioError),
+}

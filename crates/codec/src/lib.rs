@@ -11,6 +11,7 @@
 //!   BiLSTM, RVQ, semantic distillation, its losses ([`losses`]) and training task, and a loader
 //!   for the official package's checkpoints.
 //! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]).
+//! - Quality metrics of a resynthesis ([`metrics`]): an MFCC-based mel-cepstral distortion.
 //!
 //! ```no_run
 //! use burn::tensor::Device;
@@ -31,6 +32,7 @@ pub mod error;
 pub mod feature_store;
 pub mod hubert;
 pub mod losses;
+pub mod metrics;
 pub mod quant;
 pub mod speechtokenizer;
 pub mod teacher;
@@ -41,9 +43,10 @@ pub use ctc::{
     corpus_cer,
 };
 pub use error::CodecError;
-pub use error::VocoderError;
+pub use error::{MetricsError, VocoderError};
 pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
+pub use metrics::{McdConfig, McdScore, MelCepstralDistortion};
 pub use quant::{
     EuclideanCodebook, Quantizer, QuantizerMetrics, QuantizerOutput, ResidualVectorQuantizer,
     VectorQuantizer,

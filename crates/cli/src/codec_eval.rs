@@ -1,0 +1,312 @@
+//! `voxspec codec eval`: resynthesis quality of a codec on a split of a prepared corpus —
+//! mel-cepstral distortion of the full and the RVQ-1-only reconstruction, and the CTC
+//! teacher's character error rate on the original and both reconstructions.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use clap::Args;
+use serde::Serialize;
+use voxspec_audio::{Audio, WavFormat};
+use voxspec_codec::ctc::CtcTeacher;
+use voxspec_codec::{ErrorCounts, McdConfig, MelCepstralDistortion, SemanticTeacher};
+use voxspec_data::{Progress, Utterance, read_manifest};
+
+use crate::codec_cmd::{load_codec, read_audio};
+use crate::progress::Bar;
+use crate::teacher_cmd::load_ctc_teacher;
+
+/// One-line definition of the MCD written into the report.
+const MCD_DEFINITION: &str = "MFCC-based MCD (not SPTK mcep): orthonormal DCT-II of natural-log \
+    mel magnitude frames (25 ms Hann, 10 ms hop, 80 Slaney bands), c0 dropped, c1..=cK kept; \
+    per frame (10/ln10)*sqrt(2*sum_k (c_ref-c_syn)^2) dB, averaged over index-aligned frames \
+    (shorter signal), then over utterances";
+
+/// Resynthesis quality of a codec on one split of a prepared corpus.
+///
+/// Every utterance of <DATA>/<SPLIT>.jsonl (at most --max-utts) is read at the codec's rate,
+/// encoded with all RVQ layers and decoded twice: with all layers ("full") and with the first
+/// quantizer's code vectors alone ("RVQ-1"). Reported: the mean mel-cepstral distortion (an
+/// MFCC-based MCD, not SPTK's mcep: DCT-II of the log mel spectrogram, 25 ms window, 10 ms
+/// hop, 80 bands, c1..c13, frames paired by index, mean over frames and then over utterances)
+/// of both reconstructions against the original, and the CTC teacher's corpus character error
+/// rate (total edits / total reference characters) on the original audio and on both
+/// reconstructions, each resampled to the teacher's rate. Prints a markdown table and writes
+/// a JSON report with per-utterance scores.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Codec model directory (`voxspec codec train` output).
+    #[arg(long, value_name = "DIR")]
+    codec: PathBuf,
+    /// CTC teacher directory (`voxspec train ctc` output) that transcribes for the CER.
+    #[arg(long, value_name = "DIR")]
+    teacher: PathBuf,
+    /// Prepared data directory (`voxspec prepare` output).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Split whose manifest <DATA>/<SPLIT>.jsonl is evaluated.
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Evaluate at most this many utterances (the first of the manifest).
+    #[arg(long, value_name = "N")]
+    max_utts: Option<usize>,
+    /// Where to write the JSON report.
+    #[arg(long, short, value_name = "FILE", default_value = "codec-eval.json")]
+    out: PathBuf,
+    /// Also write WAVs (<ID>.reference.wav, <ID>.full.wav, <ID>.rvq1.wav, at the codec's
+    /// rate) of the first --save-count utterances into this directory.
+    #[arg(long, value_name = "DIR")]
+    save_audio: Option<PathBuf>,
+    /// Utterances whose audio --save-audio writes.
+    #[arg(long, default_value_t = 3)]
+    save_count: usize,
+}
+
+/// Scores of one utterance.
+#[derive(Debug, Serialize)]
+struct UtteranceScore {
+    id: String,
+    seconds: f64,
+    mcd_full_db: f64,
+    mcd_rvq1_db: f64,
+    reference: String,
+    hypothesis_original: String,
+    hypothesis_full: String,
+    hypothesis_rvq1: String,
+    cer_original: f64,
+    cer_full: f64,
+    cer_rvq1: f64,
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+struct EvalReport {
+    codec: PathBuf,
+    teacher: PathBuf,
+    manifest: PathBuf,
+    split: String,
+    utterances: usize,
+    audio_seconds: f64,
+    sample_rate: u32,
+    teacher_sample_rate: u32,
+    n_q: usize,
+    frame_rate: f32,
+    mcd_definition: &'static str,
+    mcd_config: McdConfig,
+    /// Mean over utterances of each utterance's mean per-frame MCD (dB).
+    mcd_full_db: f64,
+    mcd_rvq1_db: f64,
+    /// Characters in the normalised references.
+    reference_chars: usize,
+    /// Corpus CERs (total edits / total reference characters).
+    cer_original: f64,
+    cer_full: f64,
+    cer_rvq1: f64,
+    per_utterance: Vec<UtteranceScore>,
+}
+
+/// One utterance's original and reconstructions at the codec's rate.
+struct Resynthesis {
+    reference: Audio,
+    full: Audio,
+    rvq1: Audio,
+}
+
+/// Encodes `samples` with every RVQ layer and decodes with all of them and with RVQ-1 alone,
+/// both trimmed to the input length.
+fn resynthesise(
+    model: &voxspec_codec::SpeechTokenizer,
+    samples: Vec<f32>,
+    rate: u32,
+    device: &Device,
+) -> anyhow::Result<Resynthesis> {
+    let n = samples.len();
+    anyhow::ensure!(n > 0, "the audio is empty");
+    let wave: Tensor<3> = Tensor::from_data(TensorData::new(samples.clone(), [1, 1, n]), device);
+    let codes = model.encode(wave, model.n_q())?; // [n_q, 1, frames]
+    let decode = |codes: Tensor<3, Int>| -> anyhow::Result<Audio> {
+        let mut out = model
+            .decode(codes)? // [1, 1, frames · hop]
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .map_err(|e| anyhow::anyhow!("reading the decoded waveform: {e:?}"))?;
+        out.truncate(n);
+        Ok(Audio::new(out, rate))
+    };
+    // Decoding one row sums the first quantizer's code vectors only.
+    let rvq1 = decode(codes.clone().narrow(0, 0, 1))?;
+    let full = decode(codes)?;
+    Ok(Resynthesis {
+        reference: Audio::new(samples, rate),
+        full,
+        rvq1,
+    })
+}
+
+/// `audio` at `rate` (unchanged when it already is).
+fn at_rate(audio: &Audio, rate: u32) -> anyhow::Result<Vec<f32>> {
+    if audio.sample_rate == rate {
+        return Ok(audio.samples.clone());
+    }
+    voxspec_audio::resample(&audio.samples, audio.sample_rate, rate)
+        .with_context(|| format!("resampling {} Hz to {rate} Hz", audio.sample_rate))
+}
+
+/// Scores one utterance: MCD of both reconstructions, teacher transcripts of all three.
+fn score(
+    u: &Utterance,
+    r: &Resynthesis,
+    mcd: &MelCepstralDistortion,
+    teacher: &CtcTeacher,
+) -> anyhow::Result<(UtteranceScore, [ErrorCounts; 3])> {
+    let mcd_full = mcd.distortion(&r.reference, &r.full)?;
+    let mcd_rvq1 = mcd.distortion(&r.reference, &r.rvq1)?;
+    let rate = teacher.sample_rate();
+    let original = voxspec_audio::load_resampled(Path::new(&u.path), rate)
+        .with_context(|| format!("{} is not readable audio", u.path))?
+        .samples;
+    let full = at_rate(&r.full, rate)?;
+    let rvq1 = at_rate(&r.rvq1, rate)?;
+    let hyps = teacher.transcribe_batch(&[&original, &full, &rvq1])?;
+    let hyps: [String; 3] = hyps
+        .try_into()
+        .map_err(|h: Vec<String>| anyhow::anyhow!("{} transcripts for 3 waveforms", h.len()))?;
+    let reference = teacher.normalize(&u.text)?;
+    let counts = hyps.each_ref().map(|h| ErrorCounts::between(h, &reference));
+    let [hyp_original, hyp_full, hyp_rvq1] = hyps;
+    Ok((
+        UtteranceScore {
+            id: u.id.clone(),
+            seconds: r.reference.duration_secs(),
+            mcd_full_db: mcd_full.db,
+            mcd_rvq1_db: mcd_rvq1.db,
+            reference,
+            hypothesis_original: hyp_original,
+            hypothesis_full: hyp_full,
+            hypothesis_rvq1: hyp_rvq1,
+            cer_original: counts[0].rate(),
+            cer_full: counts[1].rate(),
+            cer_rvq1: counts[2].rate(),
+        },
+        counts,
+    ))
+}
+
+fn save(dir: &Path, id: &str, r: &Resynthesis) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, audio) in [
+        ("reference", &r.reference),
+        ("full", &r.full),
+        ("rvq1", &r.rvq1),
+    ] {
+        voxspec_audio::write_wav(
+            &dir.join(format!("{id}.{name}.wav")),
+            audio,
+            WavFormat::Float32,
+        )?;
+    }
+    Ok(())
+}
+
+pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.max_utts != Some(0), "--max-utts must be at least 1");
+    let device = Device::flex();
+    let (config, model) = load_codec(&args.codec, &device)?;
+    let teacher = load_ctc_teacher(&args.teacher, &device)?;
+    let manifest = args.data.join(format!("{}.jsonl", args.split));
+    let mut utterances =
+        read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
+    if let Some(n) = args.max_utts {
+        utterances.truncate(n);
+    }
+    anyhow::ensure!(
+        !utterances.is_empty(),
+        "{} has no utterances",
+        manifest.display()
+    );
+    let rate = config.sample_rate;
+    let mcd_config = McdConfig::new();
+    let mcd = mcd_config.init(rate)?;
+    println!(
+        "codec {}: {} × {} codes at {} Hz ({rate} Hz); teacher {} at {} Hz; {} {} utterances",
+        args.codec.display(),
+        model.n_q(),
+        config.codebook_size,
+        config.frame_rate(),
+        args.teacher.display(),
+        teacher.sample_rate(),
+        utterances.len(),
+        args.split
+    );
+
+    let bar = Bar::with_len(utterances.len() as u64, "codec eval");
+    let mut scores = Vec::with_capacity(utterances.len());
+    let mut totals = [ErrorCounts::default(); 3];
+    for (i, u) in utterances.iter().enumerate() {
+        let samples =
+            read_audio(Path::new(&u.path), rate).with_context(|| format!("utterance {}", u.id))?;
+        let r = resynthesise(&model, samples, rate, &device)
+            .with_context(|| format!("resynthesising utterance {}", u.id))?;
+        let (s, counts) =
+            score(u, &r, &mcd, &teacher).with_context(|| format!("scoring utterance {}", u.id))?;
+        if let Some(dir) = &args.save_audio
+            && i < args.save_count
+        {
+            save(dir, &u.id, &r)?;
+        }
+        for (t, c) in totals.iter_mut().zip(counts) {
+            *t += c;
+        }
+        scores.push(s);
+        bar.inc(1);
+    }
+    bar.finish();
+
+    let n = scores.len() as f64;
+    let report = EvalReport {
+        codec: args.codec.clone(),
+        teacher: args.teacher.clone(),
+        manifest,
+        split: args.split.clone(),
+        utterances: scores.len(),
+        audio_seconds: scores.iter().map(|s| s.seconds).sum(),
+        sample_rate: rate,
+        teacher_sample_rate: teacher.sample_rate(),
+        n_q: model.n_q(),
+        frame_rate: config.frame_rate(),
+        mcd_definition: MCD_DEFINITION,
+        mcd_config,
+        mcd_full_db: scores.iter().map(|s| s.mcd_full_db).sum::<f64>() / n,
+        mcd_rvq1_db: scores.iter().map(|s| s.mcd_rvq1_db).sum::<f64>() / n,
+        reference_chars: totals[0].reference_len,
+        cer_original: totals[0].rate(),
+        cer_full: totals[1].rate(),
+        cer_rvq1: totals[2].rate(),
+        per_utterance: scores,
+    };
+    println!(
+        "\n{} utterances, {:.1} s of audio\n",
+        report.utterances, report.audio_seconds
+    );
+    println!("| audio | MCD (dB) | CER (%) |");
+    println!("|---|---:|---:|");
+    println!("| original | – | {:.2} |", 100.0 * report.cer_original);
+    println!(
+        "| codec, all {} RVQ layers | {:.2} | {:.2} |",
+        report.n_q,
+        report.mcd_full_db,
+        100.0 * report.cer_full
+    );
+    println!(
+        "| codec, RVQ-1 only | {:.2} | {:.2} |",
+        report.mcd_rvq1_db,
+        100.0 * report.cer_rvq1
+    );
+    voxspec_data::write_atomic(&args.out, &serde_json::to_vec_pretty(&report)?)?;
+    if let Some(dir) = &args.save_audio {
+        println!("\naudio: {}", dir.display());
+    }
+    println!("\nreport: {}", args.out.display());
+    Ok(())
+}
