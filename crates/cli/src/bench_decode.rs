@@ -117,7 +117,8 @@ struct Row {
     speedup: f64,
     /// AR-stage wall time / audio duration.
     lm_rtf: f64,
-    /// Emitted tokens per target forward after the prefill.
+    /// Emitted tokens (end of speech included) per target forward (prefill included): 1 for
+    /// AR.
     tokens_per_forward: f64,
     target_forwards: usize,
     draft_forwards: usize,
@@ -281,7 +282,6 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             tally.ar_seconds += out.ar_seconds;
             tally.audio_seconds += out.samples.len() as f64 / f64::from(rate);
             tally.stats.merge(&g.stats);
-            tally.stats.target_forwards -= 1; // the prefill
             let eos = g.stop == StopReason::Eos;
             tally.eos_stops += usize::from(eos);
             tally
@@ -324,7 +324,8 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
                 tpt_ms: tpt,
                 speedup: if tpt > 0.0 { ar_tpt / tpt } else { 0.0 },
                 lm_rtf: t.ar_seconds / t.audio_seconds.max(1e-9),
-                tokens_per_forward: t.tokens as f64 / t.stats.target_forwards.max(1) as f64,
+                tokens_per_forward: (t.tokens + t.eos_stops) as f64
+                    / t.stats.target_forwards.max(1) as f64,
                 target_forwards: t.stats.target_forwards,
                 draft_forwards: t.stats.draft_forwards,
                 acceptance_rate: t.stats.acceptance_rate(),

@@ -75,6 +75,10 @@ fn transitions(args: TransitionsArgs) -> anyhow::Result<()> {
             .with_context(|| format!("counting utterance {id}"))?;
     }
     let q = Transitions::from_counts(&counts, &config)?;
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
     q.save(&args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let (sequences, pairs) = q.counted();

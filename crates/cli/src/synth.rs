@@ -32,6 +32,10 @@ use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
 
 use crate::codec_cmd::{load_codec, read_audio};
 
+/// Positions kept free in the AR model's context beyond the longest generation: the lookahead
+/// of a verification block (γ + 1) and the padding of ragged blocks.
+const CACHE_SLACK: usize = 16;
+
 /// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
@@ -224,7 +228,7 @@ impl Pipeline {
         lengths: &LengthArgs,
         seed: u64,
     ) -> anyhow::Result<Request<TtsPrompt>> {
-        let limits = Limits::for_text(text.len(), lengths.min_ratio, lengths.max_ratio)?;
+        let mut limits = Limits::for_text(text.len(), lengths.min_ratio, lengths.max_ratio)?;
         let (text, codes) = match prompt {
             Some(p) if !p.text.is_empty() => {
                 let mut ids = p.text.clone();
@@ -233,6 +237,25 @@ impl Pipeline {
             }
             _ => (text.to_vec(), Vec::new()),
         };
+        // The AR model's positions end at max_seq_len; keep room for the prompt, the separator
+        // and a verification block.
+        let used = text.len() + 1 + codes.len() + CACHE_SLACK;
+        let room = self.ar.transformer.max_seq_len().saturating_sub(used);
+        if room == 0 {
+            bail!(
+                "the text and prompt take {used} positions, more than the AR model's context of                  {} positions",
+                self.ar.transformer.max_seq_len()
+            );
+        }
+        if limits.max_tokens > room {
+            tracing::debug!(
+                from = limits.max_tokens,
+                to = room,
+                "length limit cut to the AR model's context"
+            );
+            limits.max_tokens = room;
+            limits.min_tokens = limits.min_tokens.min(room);
+        }
         Ok(Request {
             prompt: TtsPrompt { text, codes },
             limits,

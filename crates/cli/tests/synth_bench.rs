@@ -1,0 +1,267 @@
+//! `voxspec synthesize` and `voxspec bench decode` end to end on tiny models trained for a few
+//! steps on a slice of the bundled corpus (codec, CTC teacher, AR model with 4 heads, NAR, a
+//! draft): the WAV is written at the codec's rate, the benchmark has one row per decoder, and at
+//! temperature 0 the exact speculative decoders reproduce AR's tokens (same count, same NLL).
+//! Bad input fails with exit code 1 and a message.
+
+mod common;
+
+use std::path::Path;
+
+use common::{fail, finite, models, ok, prepared, read_json, s};
+
+fn train_lm(kind: &[&str], data: &Path, tokens: &Path, out: &Path) {
+    let mut args: Vec<&str> = vec!["train"];
+    args.extend_from_slice(kind);
+    args.extend_from_slice(&[
+        "--data",
+        s(data),
+        "--tokens",
+        s(tokens),
+        "--out",
+        s(out),
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--valid-every",
+        "0",
+        "--checkpoint-every",
+        "0",
+    ]);
+    ok(&args);
+}
+
+#[test]
+fn synthesize_and_bench_every_decoder() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = prepared(dir.path(), 6);
+    let (codec, ctc) = models(dir.path(), &data);
+    ok(&[
+        "tokenizer",
+        "train",
+        "--manifest",
+        s(&data.join("train.jsonl")),
+        "--out",
+        s(&data.join("tokenizer.json")),
+        "--kind",
+        "char",
+        "--force",
+    ]);
+    let tokens = dir.path().join("tokens");
+    ok(&[
+        "codec",
+        "extract",
+        "--codec",
+        s(&codec),
+        "--data",
+        s(&data),
+        "--out",
+        s(&tokens),
+    ]);
+    let exp = dir.path().join("exp");
+    ok(&[
+        "stats",
+        "transitions",
+        "--tokens",
+        s(&tokens),
+        "--out",
+        s(&exp.join("transitions.safetensors")),
+    ]);
+    let ar = exp.join("ar");
+    train_lm(
+        &["mtp", "--preset", "tiny", "--heads", "4"],
+        &data,
+        &tokens,
+        &ar,
+    );
+    train_lm(
+        &["nar", "--preset", "tiny"],
+        &data,
+        &tokens,
+        &exp.join("nar"),
+    );
+    let draft = exp.join("draft");
+    train_lm(
+        &["draft", "--target", s(&ar), "--layers", "0"],
+        &data,
+        &tokens,
+        &draft,
+    );
+
+    // synthesize: a WAV at the codec's rate, and the speed line.
+    let wav = dir.path().join("out.wav");
+    let base = ["synthesize", "--exp", s(&exp), "--codec", s(&codec)];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter()
+            .chain(extra)
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+    };
+    let run_ok = |extra: &[&str]| {
+        let args = with(extra);
+        ok(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let run_fail = |extra: &[&str]| {
+        let args = with(extra);
+        fail(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let reference = std::fs::read_to_string(data.join("test.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(reference.lines().next().unwrap()).unwrap();
+    let prompt_wav = first["path"].as_str().unwrap().to_string();
+    for decoder in ["ar", "mtp", "mtp-viterbi", "self-spec"] {
+        let out = run_ok(&[
+            "--text",
+            "the cat sat on the mat",
+            "--decoder",
+            decoder,
+            "--heads",
+            "2",
+            "--top-k",
+            "3",
+            "-o",
+            s(&wav),
+        ]);
+        assert!(
+            out.contains("TPT") && out.contains("forward passes per token"),
+            "{out}"
+        );
+        let audio = voxspec_audio::load(&wav).unwrap();
+        assert_eq!(audio.sample_rate, 16000);
+        assert!(!audio.samples.is_empty());
+        std::fs::remove_file(&wav).unwrap();
+    }
+    // A voice prompt (with and without its transcript) conditions the NAR and the AR.
+    run_ok(&[
+        "--text",
+        "a dog ran",
+        "--prompt",
+        &prompt_wav,
+        "--prompt-text",
+        first["text"].as_str().unwrap(),
+        "-o",
+        s(&wav),
+    ]);
+    assert!(wav.is_file());
+
+    // Bad input: each a clear message and exit code 1.
+    let err = run_fail(&["--text", "  ", "-o", s(&wav)]);
+    assert!(err.contains("text is empty"), "{err}");
+    let err = run_fail(&["--text", "日本語", "-o", s(&wav)]);
+    assert!(err.contains("no character"), "{err}");
+    let cargo_toml = Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml");
+    let err = run_fail(&["--text", "hi", "--prompt", s(&cargo_toml), "-o", s(&wav)]);
+    assert!(err.contains("not readable audio"), "{err}");
+    let err = run_fail(&["--text", "hi", "--model", s(&codec), "-o", s(&wav)]);
+    assert!(err.contains("speechtokenizer"), "{err}");
+    let err = run_fail(&[
+        "--text",
+        "hi",
+        "--decoder",
+        "mtp",
+        "--heads",
+        "8",
+        "-o",
+        s(&wav),
+    ]);
+    assert!(err.contains("4"), "{err}");
+
+    // bench decode at temperature 0: every decoder, one run.
+    let out = dir.path().join("bench");
+    let bench = |extra: &[&str]| -> Vec<String> {
+        [
+            "bench",
+            "decode",
+            "--exp",
+            s(&exp),
+            "--codec",
+            s(&codec),
+            "--teacher",
+            s(&ctc),
+            "--data",
+            s(&data),
+            "--max-utterances",
+            "2",
+            "--out",
+            s(&out),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let args = bench(&[
+        "--heads",
+        "1,2,4",
+        "--top-k",
+        "3",
+        "--draft",
+        s(&draft),
+        "--self-spec",
+        "--gammas",
+        "2",
+        "--betas",
+        "0,0.2",
+        "--thetas",
+        "0.5",
+        "--temperature",
+        "0",
+    ]);
+    let table = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(table.contains("| decoder | TPT (ms) | speedup"), "{table}");
+    let report = read_json(&out.join("bench-decode.json"));
+    assert!(out.join("bench-decode.md").is_file());
+    let rows = report["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(
+        labels,
+        [
+            "ar",
+            "mtp k=2",
+            "mtp k=4",
+            "mtp+viterbi k=2 top_k=3",
+            "mtp+viterbi k=4 top_k=3",
+            "sd γ=2",
+            "ssd β=0.2 γ=2",
+            "pcg θ=0.5 γ=2",
+            "self-spec sd γ=2",
+            "self-spec ssd β=0.2 γ=2",
+            "self-spec pcg θ=0.5 γ=2",
+        ]
+    );
+    for r in rows {
+        assert!(finite(r, "tpt_ms") > 0.0, "{r}");
+        finite(r, "speedup");
+        assert!(finite(r, "cer") >= 0.0);
+        finite(r, "nll");
+        assert_eq!(r["utterances"], 2);
+    }
+    assert_eq!(rows[0]["speedup"], 1.0);
+    assert_eq!(rows[0]["tokens_per_forward"], 1.0);
+    assert!(finite(&rows[2], "tokens_per_forward") > 1.0, "{}", rows[2]);
+    // Greedy exact speculation (draft model or MTP heads) emits AR's tokens.
+    for i in [5, 8] {
+        assert_eq!(rows[i]["tokens"], rows[0]["tokens"], "{}", rows[i]);
+        let (a, b) = (finite(&rows[i], "nll"), finite(&rows[0], "nll"));
+        assert!(
+            (a - b).abs() < 1e-6,
+            "{}: NLL {a} vs AR {b}",
+            rows[i]["label"]
+        );
+        assert!(rows[i]["acceptance_rate"].as_f64().is_some());
+    }
+    let costs = report["forward_cost"].as_array().unwrap();
+    assert_eq!(costs.len(), 4);
+    assert_eq!(costs[0]["relative_to_k1"], 1.0);
+
+    // Bad benchmark settings.
+    for (extra, needle) in [
+        (&["--gammas", "0", "--self-spec"][..], "γ = 0"),
+        (&["--thetas", "1.5", "--self-spec"][..], "outside"),
+        (&["--heads", "0"][..], "--heads"),
+    ] {
+        let args = bench(extra);
+        let err = fail(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(err.contains(needle), "{extra:?}: {err}");
+    }
+}
