@@ -8,6 +8,7 @@ mod bench_model;
 mod codec_cmd;
 mod export;
 mod groups;
+mod plots;
 mod prepare;
 mod progress;
 mod stats;
