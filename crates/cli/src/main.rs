@@ -11,6 +11,7 @@ mod codec_cmd;
 mod codec_eval;
 mod export;
 mod groups;
+mod plots;
 mod prepare;
 mod progress;
 mod stats;
