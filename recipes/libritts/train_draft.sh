@@ -4,6 +4,9 @@
 #   stage 0  draft   keep --layers of the target's layers (SSD: first 2 + last 6 of 24), freeze
 #                    the embedding, the final norm and the upper layers, train the lower layers
 #                    and the next-token head (cross-entropy, plus --distill-weight x KL)
+#   stage 1  bench   speculative decoding side by side with AR on test sentences: exact SD,
+#                    SSD (β 0.1-0.4), PCG (θ sweep) with the draft, and self-speculation with
+#                    the target's MTP heads, γ ∈ {2,3,4} → <exp>/bench-speculative
 #
 # Needs <exp>/ar (stage 4 of train_mtp.sh), <exp>/data and <exp>/tokens. Runs on the bundled
 # corpus's experiment (exp/minitts) unless LIBRITTS_ROOT is set (exp/libritts).
@@ -18,11 +21,14 @@ layers=""
 steps=""
 distill_weight=0.5
 threads=""
+codec=""
+teacher=""
+bench_utterances=8
 force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -30,6 +36,9 @@ Usage: $0 [options]
   --layers LIST          target layers the draft keeps (default 0,-1 for minitts, 0,1,-6,-5,-4,-3,-2,-1 for LibriTTS)
   --steps N              fine-tuning steps (default 500 for minitts, 50000 for LibriTTS)
   --distill-weight W     weight of the KL term to the target (default 0.5; 0 = cross-entropy only)
+  --codec DIR            codec for the bench (default checkpoints/codec-minitts)
+  --teacher DIR          CTC teacher for the bench's CER (default checkpoints/ctc-minitts)
+  --bench-utterances N   test sentences per decoder in the bench (default 8)
   --stage N / --stop-stage N
   --threads N            worker threads (default: all cores)
   --force-stage NAME     rerun a finished stage (draft)
@@ -47,6 +56,9 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --distill-weight) distill_weight="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --codec) codec="$2"; shift 2 ;;
+    --teacher) teacher="$2"; shift 2 ;;
+    --bench-utterances) bench_utterances="$2"; shift 2 ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
     -v|-vv|-vvv) verbose+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -84,5 +96,19 @@ if [ 0 -ge "$stage" ] && [ 0 -le "$stop_stage" ] && [ ! -f "$done_dir/draft.done
     --data "$exp/data" --tokens "$exp/tokens" --out "$exp/draft" --steps "$steps" \
     --distill-weight "$distill_weight" "${resume[@]+"${resume[@]}"}"
   touch "$done_dir/draft.done"
+fi
+codec="${codec:-checkpoints/codec-minitts}"
+teacher="${teacher:-checkpoints/ctc-minitts}"
+if [ 1 -ge "$stage" ] && [ 1 -le "$stop_stage" ] && [ ! -f "$done_dir/bench_speculative.done" ]; then
+  if [ -f "$exp/nar/config.json" ] && [ -f "$codec/config.json" ]; then
+    log "Stage 1 (bench): speculative decoders vs AR on $bench_utterances test sentences → $exp/bench-speculative"
+    cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
+    "$voxspec" "${global[@]+"${global[@]}"}" bench decode --exp "$exp" --codec "$codec" \
+      --data "$exp/data" --max-utterances "$bench_utterances" --heads 1 --draft "$exp/draft" \
+      --self-spec --gammas 2,3,4 "${cer[@]}" --out "$exp/bench-speculative"
+    touch "$done_dir/bench_speculative.done"
+  else
+    log "Stage 1 (bench) skipped: needs $exp/nar (train_mtp.sh stage 5) and the codec $codec"
+  fi
 fi
 log "Draft model: $exp/draft"

@@ -3,11 +3,13 @@
 #
 #   stage 0  prepare      corpus → manifests (train/dev/test.jsonl + summary.json)
 #   stage 1  tokenizer    BPE text tokenizer trained on the train transcripts
-#   stage 2  extract      codec codes for every split (needs a codec: --codec DIR)
+#   stage 2  extract      codec codes for every split (shipped codec checkpoints/codec-minitts,
+#                         or --codec DIR)
 #   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding
 #   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps)
 #   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps)
-#   stage 6  bench        decoders side by side: speed and quality            [not yet available]
+#   stage 6  bench        decoders side by side on test sentences: TPT, speedup over AR, tokens
+#                         per forward, CER (CTC teacher), NLL → <exp>/bench (JSON, table, PNGs)
 #   stage 7  export       self-contained model card of the AR model (+ transitions)
 #
 # Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
@@ -27,11 +29,14 @@ heads=8
 ar_steps=""
 nar_steps=""
 preset=""
+teacher=""
+bench_utterances=""
+bench_heads=""
 force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -43,8 +48,12 @@ Usage: $0 [options]
   --codec DIR          codec model directory for stage 2 (default: checkpoints/codec-minitts
                        when it exists; stages 2-5 need codes)
   --heads N            MTP prediction heads (default 8)
-  --ar-steps N         AR training steps (default 1500 for minitts, 100000 for LibriTTS)
-  --nar-steps N        NAR training steps (default 1000 for minitts, 100000 for LibriTTS)
+  --ar-steps N         AR training steps (default 600 for minitts, 100000 for LibriTTS)
+  --nar-steps N        NAR training steps (default 400 for minitts, 100000 for LibriTTS)
+  --teacher DIR        CTC teacher scoring the bench's CER (default: checkpoints/ctc-minitts
+                       when it exists; without one the bench has no CER column)
+  --bench-utterances N test sentences the bench synthesises with every decoder (default 8)
+  --bench-heads LIST   head counts the bench compares (default 1,2,4,8 up to --heads)
   --preset NAME        model size: tiny, small (minitts default) or base (LibriTTS default)
   --force-stage NAME   rerun a finished stage (repeatable): prepare, tokenizer, ...
   -v                   more logging from voxspec
@@ -66,6 +75,9 @@ while [ $# -gt 0 ]; do
     --ar-steps) ar_steps="$2"; shift 2 ;;
     --nar-steps) nar_steps="$2"; shift 2 ;;
     --preset) preset="$2"; shift 2 ;;
+    --teacher) teacher="$2"; shift 2 ;;
+    --bench-utterances) bench_utterances="$2"; shift 2 ;;
+    --bench-heads) bench_heads="$2"; shift 2 ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
     -v|-vv|-vvv) verbose+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -86,9 +98,14 @@ else
   exp="${exp:-exp/minitts}"
   vocab_size="${vocab_size:-256}"
   train_subsets="train-clean-100"
-  ar_steps="${ar_steps:-1500}"; nar_steps="${nar_steps:-1000}"; preset="${preset:-small}"
+  ar_steps="${ar_steps:-600}"; nar_steps="${nar_steps:-400}"; preset="${preset:-small}"
 fi
 codec="${codec:-checkpoints/codec-minitts}"
+teacher="${teacher:-checkpoints/ctc-minitts}"
+bench_utterances="${bench_utterances:-8}"
+if [ -z "$bench_heads" ]; then
+  bench_heads=$(for k in 1 2 4 8; do [ "$k" -le "$heads" ] && echo "$k"; done | paste -sd, -)
+fi
 [ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
 
 global=("${verbose[@]}")
@@ -181,8 +198,16 @@ if run_stage 5 train_nar; then
   fi
 fi
 
-if [ 6 -ge "$stage" ] && [ 6 -le "$stop_stage" ]; then
-  missing+=("6:bench (not yet in this build)")
+if run_stage 6 bench; then
+  if [ -f "$exp/ar/model.safetensors" ] && [ -f "$exp/nar/model.safetensors" ] && [ -f "$codec/config.json" ]; then
+    log "Stage 6 (bench): every decoder on $bench_utterances test sentences → $exp/bench"
+    cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
+    "$voxspec" "${global[@]}" bench decode --exp "$exp" --codec "$codec" --data "$exp/data" \
+      --max-utterances "$bench_utterances" --heads "$bench_heads" "${cer[@]}" --out "$exp/bench"
+    touch "$done_dir/bench.done"
+  else
+    missing+=("6:bench (needs the AR and NAR models and the codec)")
+  fi
 fi
 
 if run_stage 7 export; then
@@ -200,5 +225,9 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
   log "Stages that could not run:"
   for m in "${missing[@]}"; do log "  $m"; done
+fi
+if [ -f "$exp/bench/bench-decode.md" ]; then
+  log "Bench ($exp/bench/bench-decode.md; plots tpt.png, cer.png, nll.png there):"
+  cat "$exp/bench/bench-decode.md"
 fi
 log "Finished the available stages; outputs in $exp"

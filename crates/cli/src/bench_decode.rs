@@ -23,6 +23,7 @@ use voxspec_infer::{
 use voxspec_mtp::load_mtp;
 
 use crate::bench_model::forward_costs;
+use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
 use crate::synth::{
     DecoderParts, DecoderSpec, LengthArgs, ModelArgs, Pipeline, RuleSpec, SamplingArgs,
@@ -373,9 +374,138 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     let md_path = out_dir.join("bench-decode.md");
     voxspec_data::write_atomic(&md_path, table.as_bytes())
         .with_context(|| format!("writing {}", md_path.display()))?;
+    let plots = write_plots(&out_dir, &rows, teacher.is_some())?;
     println!("{table}");
-    eprintln!("wrote {} and {}", json_path.display(), md_path.display());
+    eprintln!(
+        "wrote {}, {} and {} plots in {}",
+        json_path.display(),
+        md_path.display(),
+        plots,
+        out_dir.display()
+    );
     Ok(())
+}
+
+/// Figures like the MTP paper's Figs. 3–5 — TPT, CER and NLL over the number of heads, one line
+/// without Viterbi and one per Viterbi top_k (AR is the k = 1 point of each) — and, with
+/// speculative rows, speedup over γ per acceptance rule. Returns how many were written.
+fn write_plots(dir: &std::path::Path, rows: &[Row], cer: bool) -> anyhow::Result<usize> {
+    let ar = &rows[0];
+    let mut top_ks: Vec<usize> = rows
+        .iter()
+        .filter_map(|r| match r.spec {
+            DecoderSpec::MtpViterbi { top_k, .. } => Some(top_k),
+            _ => None,
+        })
+        .collect();
+    top_ks.sort_unstable();
+    top_ks.dedup();
+    let over_heads = |metric: &dyn Fn(&Row) -> Option<f64>| -> Vec<Series> {
+        let start = metric(ar).map(|y| (1.0, y));
+        let mut plain: Vec<(f64, f64)> = start.into_iter().collect();
+        for r in rows {
+            if let (DecoderSpec::Mtp { heads }, Some(y)) = (&r.spec, metric(r)) {
+                plain.push((*heads as f64, y));
+            }
+        }
+        let mut series = vec![Series {
+            label: "w/o Viterbi".into(),
+            points: plain,
+        }];
+        for &k in &top_ks {
+            let mut points: Vec<(f64, f64)> = start.into_iter().collect();
+            for r in rows {
+                if let (DecoderSpec::MtpViterbi { heads, top_k }, Some(y)) = (&r.spec, metric(r))
+                    && *top_k == k
+                {
+                    points.push((*heads as f64, y));
+                }
+            }
+            series.push(Series {
+                label: format!("w/ Viterbi, top_k={k}"),
+                points,
+            });
+        }
+        series
+    };
+    let mut written = 0;
+    let mut figure = |name: &str, title: &str, y_label: &str, series: Vec<Series>| {
+        let series: Vec<Series> = series.into_iter().filter(|s| s.points.len() > 1).collect();
+        if series.is_empty() {
+            return Ok::<(), anyhow::Error>(());
+        }
+        write_line_plot(
+            &dir.join(name),
+            &LinePlot {
+                title,
+                x_label: "MTP heads k",
+                y_label,
+                series: &series,
+                log_y: false,
+                size: DEFAULT_SIZE,
+            },
+        )?;
+        written += 1;
+        Ok(())
+    };
+    figure(
+        "tpt.png",
+        "Time per token over the number of heads",
+        "TPT (ms/token)",
+        over_heads(&|r| Some(r.tpt_ms)),
+    )?;
+    if cer {
+        figure(
+            "cer.png",
+            "CER of the synthesised speech (CTC teacher)",
+            "CER (%)",
+            over_heads(&|r| r.cer.map(|c| 100.0 * c)),
+        )?;
+    }
+    figure(
+        "nll.png",
+        "Target NLL of the generated codes",
+        "NLL (nats/token)",
+        over_heads(&|r| r.nll),
+    )?;
+
+    // Speculative rows: speedup over γ, one line per drafter and rule.
+    let mut lines: Vec<Series> = Vec::new();
+    for r in rows {
+        let (prefix, rule, gamma) = match &r.spec {
+            DecoderSpec::Speculative { rule, gamma } => ("draft", rule, *gamma),
+            DecoderSpec::SelfSpec { rule, gamma } => ("self", rule, *gamma),
+            _ => continue,
+        };
+        let label = match rule {
+            RuleSpec::Sd => format!("{prefix} sd"),
+            RuleSpec::Ssd { beta } => format!("{prefix} ssd β={beta}"),
+            RuleSpec::Pcg { theta } => format!("{prefix} pcg θ={theta}"),
+        };
+        match lines.iter_mut().find(|s| s.label == label) {
+            Some(s) => s.points.push((gamma as f64, r.speedup)),
+            None => lines.push(Series {
+                label,
+                points: vec![(gamma as f64, r.speedup)],
+            }),
+        }
+    }
+    if !lines.is_empty() {
+        let lines: Vec<Series> = lines.into_iter().filter(|s| !s.points.is_empty()).collect();
+        write_line_plot(
+            &dir.join("speculative.png"),
+            &LinePlot {
+                title: "Speculative decoding: speedup over AR (same run)",
+                x_label: "draft length γ",
+                y_label: "speedup (x)",
+                series: &lines,
+                log_y: false,
+                size: DEFAULT_SIZE,
+            },
+        )?;
+        written += 1;
+    }
+    Ok(written)
 }
 
 fn tpt_ms(t: &Tally) -> f64 {

@@ -22,7 +22,6 @@ static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf
 const FONT: &str = "sans-serif";
 
 /// Default figure size in pixels (width, height).
-#[allow(dead_code)] // used by bench decode (next commit)
 pub(crate) const DEFAULT_SIZE: (u32, u32) = (960, 600);
 
 /// Series colours, in order (Tableau 10); more series than colours reuse them.
@@ -43,7 +42,6 @@ const COLOURS: [RGBColor; 10] = [
 const MAX_INTEGER_X_TICKS: usize = 24;
 
 /// One labelled line of (x, y) points, drawn in the given order.
-#[allow(dead_code)] // used by bench decode (next commit)
 #[derive(Debug, Clone)]
 pub(crate) struct Series {
     pub label: String,
@@ -51,7 +49,6 @@ pub(crate) struct Series {
 }
 
 /// A line plot: one line with point markers per series, a legend, axis labels and a title.
-#[allow(dead_code)] // used by bench decode (next commit)
 #[derive(Debug, Clone)]
 pub(crate) struct LinePlot<'a> {
     pub title: &'a str,
@@ -68,7 +65,6 @@ pub(crate) struct LinePlot<'a> {
 ///
 /// Points that are not finite (and, with `log_y`, points with y <= 0) are skipped with a
 /// warning; an empty series list, or no drawable point at all, is an error naming the plot.
-#[allow(dead_code)] // used by bench decode (next commit)
 pub(crate) fn write_line_plot(path: &Path, plot: &LinePlot) -> Result<()> {
     let png = render_line_plot(plot).with_context(|| format!("plot \"{}\"", plot.title))?;
     voxspec_data::write_atomic(path, &png)
