@@ -6,6 +6,9 @@
 #   stage 2  features  teacher features of every split → <exp>/features
 #   stage 3  codec     SpeechTokenizer trained with RVQ-1 distillation → <exp>/codec
 #   stage 4  extract   RVQ codes of every split → <exp>/tokens (token stores)
+#   stage 5  eval      test split: MCD and CTC-teacher CER of the resynthesis with all layers
+#                      and with RVQ-1 alone, CER of the original; encode/decode real-time
+#                      factors on 10 s → <exp>/codec/eval.json, <exp>/codec/bench.json
 #   (no vocoder stage: the codec's decoder produces the waveform itself)
 #
 # Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
@@ -29,7 +32,7 @@ force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -155,6 +158,15 @@ if run_stage 4 extract; then
   "$voxspec" "${global[@]+"${global[@]}"}" codec extract --codec "$exp/codec" \
     --data "$exp/data" --out "$exp/tokens"
   touch "$done_dir/extract.done"
+fi
+
+if run_stage 5 eval; then
+  log "Stage 5 (eval): resynthesis quality on the test split, codec speed"
+  "$voxspec" "${global[@]+"${global[@]}"}" codec eval --codec "$exp/codec" --teacher "$exp/ctc" \
+    --data "$exp/data" --split test --out "$exp/codec/eval.json"
+  "$voxspec" "${global[@]+"${global[@]}"}" bench codec --codec "$exp/codec" --data "$exp/data" \
+    --seconds 10 --out "$exp/codec/bench.json"
+  touch "$done_dir/eval.done"
 fi
 
 log "Finished; codec in $exp/codec, tokens in $exp/tokens"
