@@ -2,46 +2,18 @@
 //! plain-layout corpus written by the test (22.05 kHz WAVs, so every command resamples) with
 //! teacher features written directly at 25 Hz (half the codec's 50 Hz frame rate).
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use voxspec_audio::{Audio, WavFormat, resampled_len, write_wav};
 use voxspec_codec::{FeatureStoreMeta, FeatureStoreWriter, Features};
 use voxspec_data::{TokenStore, read_manifest};
 
+use common::{fail, ok, s};
+
 const RATE: u32 = 22050;
 const HOP: usize = 320;
-
-fn voxspec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_voxspec"))
-        .args(args)
-        .output()
-        .expect("the voxspec binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = voxspec(args);
-    assert!(o.status.success(), "{args:?}: {}", text(&o));
-    text(&o)
-}
-
-fn fail(args: &[&str]) -> String {
-    let o = voxspec(args);
-    assert!(!o.status.success(), "{args:?} should fail: {}", text(&o));
-    text(&o)
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
 
 /// Four utterances of chirps and noise, 0.7–1.3 s, prepared into train.jsonl (no dev/test).
 fn corpus(dir: &Path) -> (PathBuf, Vec<usize>) {

@@ -1,63 +1,15 @@
 //! `voxspec train ctc` and `voxspec teacher extract | transcribe`, run as a user would, on a
 //! small slice of the bundled corpus with the tiny preset.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use voxspec_codec::FeatureStoreReader;
 use voxspec_data::read_manifest;
 
-fn voxspec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_voxspec"))
-        .args(args)
-        .output()
-        .expect("the voxspec binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn minitts() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../datasets/minitts")
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Prepared manifests of the bundled corpus, cut to `n` utterances per split.
-fn prepared(dir: &Path, n: usize) -> PathBuf {
-    let data = dir.join("data");
-    let o = voxspec(&[
-        "prepare",
-        "--corpus",
-        &minitts(),
-        "--out",
-        data.to_str().unwrap(),
-        "--header-only",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    for split in ["train", "dev", "test"] {
-        let path = data.join(format!("{split}.jsonl"));
-        let lines: Vec<String> = std::fs::read_to_string(&path)
-            .unwrap()
-            .lines()
-            .take(n)
-            .map(|l| format!("{l}\n"))
-            .collect();
-        std::fs::write(&path, lines.concat()).unwrap();
-    }
-    data
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{prepared, s, text, voxspec};
 
 #[test]
 fn help_explains_the_commands() {
