@@ -6,6 +6,7 @@ mod bench;
 mod bench_accept;
 mod bench_model;
 mod codec_cmd;
+mod device;
 mod export;
 mod groups;
 mod prepare;
@@ -35,6 +36,17 @@ struct Cli {
     /// Worker threads for parallel work (default: all cores).
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
+    /// Device to compute on: cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
+    /// `train mtp | nar | ctc` take a comma-separated list to train data-parallel, e.g.
+    /// cuda:0,cuda:1.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DEVICE[,..]",
+        value_delimiter = ',',
+        default_value = "cpu"
+    )]
+    device: Vec<device::DeviceSpec>,
     #[command(subcommand)]
     command: Command,
 }
@@ -91,6 +103,7 @@ fn init_logging(verbose: u8) {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    device::select(cli.device)?;
     if let Some(n) = cli.threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
         rayon::ThreadPoolBuilder::new()

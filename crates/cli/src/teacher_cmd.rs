@@ -173,7 +173,7 @@ fn load_teacher(
 }
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (teacher, layer) = load_teacher(&args.teacher, args.layer.as_deref(), &device)?;
     let t = teacher.as_teacher();
     let meta = FeatureStoreMeta {
@@ -256,7 +256,7 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
 }
 
 fn transcribe(args: TranscribeArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     anyhow::ensure!(
         is_ctc_dir(&args.teacher)?,
         "{} is not a CTC teacher (config.json has no \"kind\": \"ctc\"); only CTC teachers \

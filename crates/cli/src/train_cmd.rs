@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::module::Module;
-use burn::tensor::Device;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -256,10 +255,12 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         checkpoint_every: args.checkpoint_every,
     }
     .config();
-    let device = Device::flex();
+    let devices = crate::device::training();
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
-    let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);
+    let trainer = Trainer::new(config, task, &args.out, &devices[0])
+        .with_devices(&devices)
+        .with_stop_flag(stop);
     let started = Instant::now();
     let mut observer = StepBar::new(args.steps);
     let outcome = trainer.run(&mut observer)?;
