@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use burn::tensor::Device;
 use clap::Args;
 use serde::Serialize;
 use voxspec_data::{TextTokenizer, TokenStore, read_manifest};
@@ -80,7 +79,7 @@ pub fn run(args: AcceptanceArgs) -> anyhow::Result<()> {
         args.gammas.iter().all(|&g| g > 0),
         "--gammas must all be at least 1"
     );
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (_, target) = load_mtp(&args.target, &device)
         .with_context(|| format!("loading the target {}", args.target.display()))?;
     let tokenizer = TextTokenizer::load(&args.target.join("tokenizer.json"))?;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
 use voxspec_data::read_manifest;
@@ -165,7 +165,7 @@ pub fn run(a: CodecBenchArgs) -> anyhow::Result<()> {
         "--seconds must be positive"
     );
     anyhow::ensure!(a.repeat > 0, "--repeat must be at least 1");
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (config, model) = load_codec(&a.codec, &device)?;
     let rate = config.sample_rate;
     let n = (a.seconds * f64::from(rate)).round().max(1.0) as usize;

@@ -11,7 +11,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use burn::tensor::Device;
 use clap::Args;
 use serde::Serialize;
 use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
@@ -147,7 +146,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     if let Some(b) = args.betas.iter().find(|b| !(b.is_finite() && **b >= 0.0)) {
         bail!("--betas: β = {b} must be finite and at least 0");
     }
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let sampler = args.sampling.config()?;
     let pipeline = Pipeline::load(&args.models, &device)?;
     let data = args

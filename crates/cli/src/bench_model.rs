@@ -248,7 +248,7 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         ..TrainConfig::default()
     };
     let dir = tempfile::tempdir().context("creating a scratch run directory")?;
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let parameters = task.init_model(&device)?.num_params();
     eprintln!(
         "training {} steps ({} warm-up) of a {:.1}M-parameter causal LM, batch {} x {}",
@@ -310,7 +310,7 @@ struct ForwardReport {
 pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.max_k >= 1, "--max-k must be at least 1");
     anyhow::ensure!(args.repeat >= 1, "--repeat must be at least 1");
-    let device = Device::flex();
+    let device = crate::device::single()?;
     device.seed(0);
     let core = TransformerConfig::new()
         .with_d_model(args.d_model)

@@ -332,7 +332,7 @@ fn load_split(
     let rate = config.sample_rate;
     let hop = config.hop_length();
     let codec_rate = config.frame_rate();
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let bar = Bar::with_len(utterances.len() as u64, what);
     let out = utterances
         .par_iter()
@@ -477,7 +477,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     } else {
         Some(CodecData::new(dev_utts, seg, batch, hop, seed)?)
     };
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
     let config = LoopSettings {
         seed: args.seed,
@@ -577,7 +577,7 @@ fn check_n_q(n_q: Option<usize>, model: &SpeechTokenizer) -> anyhow::Result<usiz
 }
 
 fn encode(args: EncodeArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let n_q = check_n_q(args.n_q, &model)?;
     let samples = read_audio(&args.input, config.sample_rate)?;
@@ -661,7 +661,7 @@ fn read_codes(path: &Path) -> anyhow::Result<(usize, usize, Vec<i64>, Option<usi
 }
 
 fn decode(args: DecodeArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let (n_q, frames, data, samples) = read_codes(&args.input)?;
     anyhow::ensure!(
@@ -699,7 +699,7 @@ fn decode(args: DecodeArgs) -> anyhow::Result<()> {
 }
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let n_q = check_n_q(args.n_q, &model)?;
     let rate = config.sample_rate;

@@ -211,7 +211,7 @@ fn save(dir: &Path, id: &str, r: &Resynthesis) -> anyhow::Result<()> {
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.max_utts != Some(0), "--max-utts must be at least 1");
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let manifest = args.data.join(format!("{}.jsonl", args.split));

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use burn::tensor::Device;
 use clap::Args;
 use safetensors::SafeTensors;
 use voxspec_mtp::{load_mtp, load_nar};
@@ -84,7 +83,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         .with_context(|| format!("parsing {}", src.join("config.json").display()))?;
     let kind = config["kind"].as_str().unwrap_or("").to_string();
     // Load (strictly) before writing anything: a card must hold weights that fit its config.
-    let device = Device::flex();
+    let device = crate::device::single()?;
     match kind.as_str() {
         "mtp" | "draft" => {
             load_mtp(src, &device)?;

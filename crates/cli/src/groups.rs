@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Tensor;
 use clap::{Args, Subcommand};
 use voxspec_infer::groups::{SimilarityGroups, sweep_theta};
 use voxspec_mtp::load_mtp;
@@ -59,7 +59,7 @@ pub(crate) fn code_table(
 }
 
 fn build(args: BuildArgs) -> anyhow::Result<()> {
-    let (_, model) = load_mtp(&args.checkpoint, &Device::flex())
+    let (_, model) = load_mtp(&args.checkpoint, &crate::device::single()?)
         .with_context(|| format!("loading {}", args.checkpoint.display()))?;
     let (table, vocab, dim) = code_table(&model)?;
     let groups = SimilarityGroups::from_embeddings(&table, vocab, dim, args.theta)?;

@@ -9,6 +9,7 @@ mod bench_decode;
 mod bench_model;
 mod codec_cmd;
 mod codec_eval;
+mod device;
 mod export;
 mod groups;
 mod plots;
@@ -38,6 +39,17 @@ struct Cli {
     /// Worker threads for parallel work (default: all cores).
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
+    /// Device to compute on: cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
+    /// `train mtp | nar | ctc` take a comma-separated list to train data-parallel, e.g.
+    /// cuda:0,cuda:1.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DEVICE[,..]",
+        value_delimiter = ',',
+        default_value = "cpu"
+    )]
+    device: Vec<device::DeviceSpec>,
     #[command(subcommand)]
     command: Command,
 }
@@ -97,6 +109,7 @@ fn init_logging(verbose: u8) {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    device::select(cli.device)?;
     if let Some(n) = cli.threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
         rayon::ThreadPoolBuilder::new()

@@ -563,7 +563,7 @@ pub struct SynthesizeArgs {
 }
 
 pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let sampler = args.sampling.config()?;
     let spec = match args.decoder {
         DecoderKind::Ar => DecoderSpec::Ar,

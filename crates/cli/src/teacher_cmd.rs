@@ -173,7 +173,7 @@ fn load_teacher(
 }
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let (teacher, layer) = load_teacher(&args.teacher, args.layer.as_deref(), &device)?;
     let t = teacher.as_teacher();
     let meta = FeatureStoreMeta {
@@ -268,7 +268,7 @@ pub(crate) fn load_ctc_teacher(dir: &Path, device: &Device) -> anyhow::Result<Ct
 }
 
 fn transcribe(args: TranscribeArgs) -> anyhow::Result<()> {
-    let device = Device::flex();
+    let device = crate::device::single()?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let utterances = read_manifest(&args.manifest)?;
     anyhow::ensure!(

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use burn::module::Module;
-use burn::tensor::Device;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -256,10 +255,12 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         checkpoint_every: args.checkpoint_every,
     }
     .config();
-    let device = Device::flex();
+    let devices = crate::device::training();
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
-    let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);
+    let trainer = Trainer::new(config, task, &args.out, &devices[0])
+        .with_devices(&devices)
+        .with_stop_flag(stop);
     let started = Instant::now();
     let mut observer = StepBar::new(args.steps);
     let outcome = trainer.run(&mut observer)?;
@@ -461,12 +462,23 @@ impl TrainObserver for StepBar {
 
     fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
         let loss = values.get("loss").copied().unwrap_or(f64::NAN);
-        let cer = values.get("cer").copied().unwrap_or(f64::NAN);
-        self.valid = Some(format!(" | dev loss {loss:.3} CER {:.1}%", 100.0 * cer));
-        let line = format!(
-            "step {step}: dev loss {loss:.3}, dev CER {:.2}% (mean over batches)",
-            100.0 * cer
-        );
+        // CER for the CTC teacher; the other tasks' validation terms otherwise.
+        let (short, detail) = match values.get("cer") {
+            Some(cer) => (
+                format!(" CER {:.1}%", 100.0 * cer),
+                format!(", dev CER {:.2}% (mean over batches)", 100.0 * cer),
+            ),
+            None => (
+                String::new(),
+                values
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "loss")
+                    .map(|(k, v)| format!(", {k} {v:.4}"))
+                    .collect(),
+            ),
+        };
+        self.valid = Some(format!(" | dev loss {loss:.3}{short}"));
+        let line = format!("step {step}: dev loss {loss:.3}{detail}");
         if self.bar.is_hidden() {
             eprintln!("{line}");
         } else {

@@ -60,7 +60,8 @@ pub struct LmCommon {
     /// Optimizer steps in total (a resumed run counts from its checkpoint).
     #[arg(long, default_value_t = 2000)]
     steps: usize,
-    /// At most this many utterances per batch.
+    /// At most this many utterances per batch; with several --device entries each device takes
+    /// one batch per step.
     #[arg(long, default_value_t = 16)]
     batch: usize,
     /// At most this many padded positions (items × longest sequence) per batch.
@@ -280,22 +281,26 @@ fn train_config(common: &LmCommon, freeze: Vec<String>) -> TrainConfig {
     }
 }
 
-/// Runs the loop with a progress bar and Ctrl-C handling; returns the trained model (plain
-/// device) and whether the run finished.
+/// Runs the loop on `devices` (data-parallel when there are several) with a progress bar and
+/// Ctrl-C handling; returns the trained model (plain device) and whether the run finished.
 fn train<T: TrainTask>(
     common: &LmCommon,
     task: T,
     freeze: Vec<String>,
+    devices: &[Device],
 ) -> anyhow::Result<(T::Model, bool)> {
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
-    let trainer = Trainer::new(
-        train_config(common, freeze),
-        task,
-        &common.out,
-        &Device::flex(),
-    )
-    .with_stop_flag(stop);
+    if devices.len() > 1 {
+        println!(
+            "data-parallel on {}: {} batches per step",
+            crate::device::describe(),
+            devices.len()
+        );
+    }
+    let trainer = Trainer::new(train_config(common, freeze), task, &common.out, &devices[0])
+        .with_devices(devices)
+        .with_stop_flag(stop);
     let started = Instant::now();
     let mut observer = StepBar::new(common.steps);
     let outcome = trainer.run(&mut observer)?;
@@ -386,7 +391,7 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
         valid: (!pairs.dev.is_empty())
             .then(|| MtpData::new(&pairs.dev, &settings.model, valid_bucket)),
     };
-    let (model, _) = train(common, task, Vec::new())?;
+    let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
     let file = MtpFile {
         model: settings.model,
         draft: None,
@@ -447,7 +452,7 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
             Some(NarData::new(&pairs.dev, settings.model.n_q, valid_config)?)
         },
     };
-    let (model, _) = train(common, task, Vec::new())?;
+    let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
     save_nar(&common.out, &settings.model, &model)?;
     pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
     println!("model: {}", common.out.join("model.safetensors").display());
@@ -465,7 +470,8 @@ struct DraftSettings {
 pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let pairs = load_pairs(common)?;
-    let train_device = Device::flex().autodiff();
+    // The task holds the frozen target on this device: drafts train on one device.
+    let train_device = crate::device::single()?.autodiff();
     let (target_file, target) = load_mtp(&args.target, &train_device)
         .with_context(|| format!("loading the target {}", args.target.display()))?;
     anyhow::ensure!(
@@ -533,7 +539,7 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
         }),
         target_info: target_info.clone(),
     };
-    let (model, _) = train(common, task, freeze)?;
+    let (model, _) = train(common, task, freeze, std::slice::from_ref(&train_device))?;
     let file = MtpFile {
         model: draft_config,
         draft: Some(target_info),

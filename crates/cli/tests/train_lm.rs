@@ -317,3 +317,93 @@ fn missing_codes_and_bad_settings_are_named() {
         text(&o)
     );
 }
+
+#[test]
+fn device_lists_train_data_parallel_and_cuda_needs_the_feature() {
+    let root = tempfile::tempdir().expect("tempdir");
+    corpus(root.path());
+    let (data, tokens) = (s(&root.path().join("data")), s(&root.path().join("tokens")));
+    let out = root.path().join("mtp");
+    let args = |device: &str, out: &Path| -> Vec<String> {
+        [
+            "--device",
+            device,
+            "train",
+            "mtp",
+            "--preset",
+            "tiny",
+            "--heads",
+            "2",
+            "--data",
+            &data,
+            "--tokens",
+            &tokens,
+            "--out",
+            &s(out),
+            "--steps",
+            "2",
+            "--batch",
+            "2",
+            "--valid-every",
+            "0",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let run = |args: Vec<String>| {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        voxspec(&refs)
+    };
+
+    // Two replicas on the CPU (one device twice): each reads its own batch every step.
+    let o = run(args("cpu,cpu", &out));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("data-parallel on cpu,cpu"),
+        "{}",
+        text(&o)
+    );
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("checkpoint-000002/train_state/state.json"))
+            .expect("state"),
+    )
+    .expect("json");
+    assert_eq!(state["replicas"], 2);
+
+    // Commands that compute on one device refuse a list.
+    let o = voxspec(&[
+        "--device",
+        "cpu,cpu",
+        "train",
+        "draft",
+        "--target",
+        &s(&out),
+        "--data",
+        &data,
+        "--tokens",
+        &tokens,
+        "--out",
+        &s(&root.path().join("draft")),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--device lists 2 devices"),
+        "{}",
+        text(&o)
+    );
+
+    let o = run(args("cuda:1", &root.path().join("gpu")));
+    if cfg!(feature = "cuda") {
+        return; // whether it runs depends on the machine's GPUs
+    }
+    assert!(!o.status.success());
+    assert!(text(&o).contains("built without CUDA"), "{}", text(&o));
+    let o = run(args("tpu", &root.path().join("tpu")));
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("expected cpu, cuda or cuda:N"),
+        "{}",
+        text(&o)
+    );
+}

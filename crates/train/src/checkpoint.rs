@@ -42,6 +42,14 @@ pub struct TrainState {
     pub skipped_steps: usize,
     /// Non-finite steps in a row at the time of the checkpoint.
     pub consecutive_nonfinite: usize,
+    /// Model replicas (devices) of the run: each step reads `grad_accum` micro-batches per
+    /// replica, so resuming on another number of devices changes the data per step.
+    #[serde(default = "one")]
+    pub replicas: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Config file written in each checkpoint.

@@ -65,14 +65,18 @@ impl Phase {
 }
 
 /// A training task: everything the loop cannot know.
-pub trait TrainTask {
+///
+/// With several devices ([`crate::Trainer::with_devices`]) the replicas share the task and
+/// their batches across threads, hence `Sync`.
+pub trait TrainTask: Sync {
     /// The model being trained.
     type Model: Module;
     /// A batch, already on its device.
-    type Batch;
+    type Batch: Sync;
 
     /// A freshly initialised model on `device` (the loop seeds the device first; on resume the
-    /// weights are then replaced from the checkpoint).
+    /// weights are then replaced from the checkpoint). With several devices this is the main
+    /// device; the loop forks the model to the others.
     fn init_model(&self, device: &Device) -> Result<Self::Model>;
 
     /// Training batches.
@@ -95,7 +99,8 @@ pub trait TrainTask {
     fn loss(&self, model: &Self::Model, batch: &Self::Batch, phase: usize) -> Result<Losses>;
 
     /// Called once after every optimizer step whose updates were applied (all phases done),
-    /// before the step is logged or checkpointed, with the step's micro-batches: the place for
+    /// before the step is logged or checkpointed, with the step's micro-batches (those of every
+    /// replica, on the main device, which holds the model): the place for
     /// state that is not learnt by gradient, such as EMA codebooks (k-means initialisation,
     /// EMA statistics, dead-code restarts). `step` is the 0-based index of the step just
     /// taken and `seed` a value derived from the run seed and `step`, so any randomness is

@@ -6,24 +6,47 @@
 //! steps Burn's type-erased `ModuleOptimizer` itself:
 //!
 //! ```text
-//! every step:  k micro-batches (epoch, index) from the task's deterministic plan
+//! every step:  k micro-batches (epoch, index) per replica from the task's deterministic plan
 //!   for each phase (own parameters, AdamW state, loss):
-//!     for each micro-batch: reseed the device, loss, backward, add the phase's gradients
+//!     on each replica (its own thread, the model forked to its device):
+//!       for each of its micro-batches: reseed the RNG, loss, backward, add the phase's gradients
+//!     replica gradients moved to the main device and summed
 //!     average, global L2 norm; non-finite → skip the update; else clip to `clip_grad_norm`
-//!     AdamW step with the scheduled learning rate
+//!     AdamW step with the scheduled learning rate, on the main device
 //!   the task's `after_step` hook (non-gradient state such as EMA codebooks)
 //!   log / validate / checkpoint on their cadences; a raised stop flag checkpoints and returns
 //! ```
+//!
+//! # Several devices
+//!
+//! [`Trainer::with_devices`] trains data-parallel with Burn's own multi-device mechanism, the
+//! one burn-train's `ExecutionStrategy::MultiDevice(devices, MultiDeviceOptim::OptimMainDevice)`
+//! uses: every phase forks the model to each device (`Module::fork`), each replica computes the
+//! gradients of its own micro-batches, `GradientsParams::to_device` brings them to the first
+//! (main) device where a `GradientsAccumulator` sums them, and one optimizer, on the main device,
+//! takes one step. A step over `n` devices with `grad_accum = k` therefore averages `n · k`
+//! micro-batches: the same update as one device with `grad_accum = n · k` (up to the order of
+//! floating-point sums), so checkpoints, clipping, the non-finite guard and exact resume are
+//! unchanged. Burn's other strategy, DDP (gradients all-reduced inside `backward` through
+//! `burn::tensor::distributed`), is not used: its collectives exist for CubeCL backends (NCCL on
+//! CUDA) but not for flex, where `all_reduce` is unimplemented, so nothing here could test it,
+//! and it keeps one optimizer per device.
+//!
+//! The backends' RNG is process-wide (flex and CubeCL alike), so the replicas take a lock from
+//! reseeding to the end of the loss graph: on flex, which computes eagerly, the random draws of
+//! every micro-batch (dropout) are then the same as on one device. Backends that defer work
+//! (CUDA with fusion) may draw after the lock is released; there only dropout-free tasks are
+//! reproducible to the bit across runs.
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use burn::module::{Module, ParamId};
-use burn::optim::{GradientsParams, ModuleOptimizer};
+use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
 use burn::store::{ModuleSnapshot, SafetensorsStore};
 use burn::tensor::Device;
 
@@ -88,8 +111,23 @@ pub struct Trainer<T: TrainTask> {
     config: TrainConfig,
     task: T,
     run_dir: PathBuf,
-    device: Device,
+    /// One autodiff device per model replica; the first holds the model and the optimizer.
+    devices: Vec<Device>,
     stop: Arc<AtomicBool>,
+}
+
+/// Serialises "reseed the RNG, build the loss graph" across replica threads: Burn's backends keep
+/// one process-wide RNG, so concurrent replicas would otherwise draw from each other's streams.
+static RNG: Mutex<()> = Mutex::new(());
+
+/// One replica's part of a phase.
+struct ReplicaOutcome {
+    /// Summed gradients of its micro-batches, on the replica's device.
+    grads: GradientsParams,
+    /// Summed loss terms (`loss` for the total).
+    sums: BTreeMap<String, f64>,
+    /// False when a loss was non-finite (its backward was skipped).
+    finite: bool,
 }
 
 /// Result of one phase within a step.
@@ -103,18 +141,23 @@ struct PhaseOutcome<M> {
 impl<T: TrainTask> Trainer<T> {
     /// A trainer for `task` writing into `run_dir`; `device` gets autodiff if it lacks it.
     pub fn new(config: TrainConfig, task: T, run_dir: impl Into<PathBuf>, device: &Device) -> Self {
-        let device = if device.is_autodiff() {
-            device.clone()
-        } else {
-            device.clone().autodiff()
-        };
         Self {
             config,
             task,
             run_dir: run_dir.into(),
-            device,
+            devices: vec![with_autodiff(device)],
             stop: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Trains data-parallel on `devices` (see the module docs): one model replica per entry,
+    /// each computing the gradients of `grad_accum` micro-batches per step; the first device
+    /// holds the model, the optimizer and validation. An entry may repeat (several replicas on
+    /// one device, e.g. to test on a CPU). Replaces the device given to [`Trainer::new`];
+    /// [`Trainer::run`] refuses an empty list.
+    pub fn with_devices(mut self, devices: &[Device]) -> Self {
+        self.devices = devices.iter().map(with_autodiff).collect();
+        self
     }
 
     /// Uses `stop` as the stop flag (checked between steps).
@@ -137,6 +180,13 @@ impl<T: TrainTask> Trainer<T> {
     pub fn run(&self, observer: &mut dyn TrainObserver) -> Result<TrainOutcome<T::Model>> {
         let config = &self.config;
         config.validate()?;
+        if self.devices.is_empty() {
+            return Err(TrainError::Config {
+                field: "devices",
+                reason: "must list at least one device".into(),
+            });
+        }
+        let replicas = self.devices.len();
         fs::create_dir_all(&self.run_dir).map_err(|e| TrainError::io(&self.run_dir, e))?;
         remove_stale_temporaries(&self.run_dir)?;
         let phases = self.task.phases();
@@ -152,8 +202,9 @@ impl<T: TrainTask> Trainer<T> {
             });
         }
 
-        self.device.seed(config.seed);
-        let mut model = self.task.init_model(&self.device)?;
+        let main = self.main_device();
+        main.seed(config.seed);
+        let mut model = self.task.init_model(main)?;
         if !config.freeze.is_empty() {
             model = model.freeze_group(param_group(&config.freeze)?);
         }
@@ -168,11 +219,21 @@ impl<T: TrainTask> Trainer<T> {
             seed: config.seed,
             skipped_steps: 0,
             consecutive_nonfinite: 0,
+            replicas,
         };
         let mut last_checkpoint = latest_checkpoint(&self.run_dir)?;
         if let Some(dir) = &last_checkpoint {
             tracing::info!(checkpoint = %dir.display(), "resuming");
             (model, state) = self.load_checkpoint(dir, model, &phases, &mut optims)?;
+            if state.replicas != replicas {
+                tracing::warn!(
+                    saved = state.replicas,
+                    now = replicas,
+                    "resuming on another number of devices: steps read another number of \
+                     micro-batches and the run will not match an uninterrupted one"
+                );
+                state.replicas = replicas;
+            }
         }
         let phase_params: Vec<Vec<ParamId>> = phases
             .iter()
@@ -208,8 +269,17 @@ impl<T: TrainTask> Trainer<T> {
                 });
             }
             let step_start = Instant::now();
-            let batches = (0..config.grad_accum)
-                .map(|_| self.next_batch(&mut state))
+            // Replica r reads micro-batches r·k .. (r+1)·k of the step, on its own device.
+            let positions = (0..config.grad_accum * replicas)
+                .map(|_| self.next_position(&mut state))
+                .collect::<Result<Vec<_>>>()?;
+            let data = self.task.train_data();
+            let batches = positions
+                .iter()
+                .enumerate()
+                .map(|(micro, &(epoch, index))| {
+                    data.batch(epoch, index, &self.devices[micro / config.grad_accum])
+                })
                 .collect::<Result<Vec<_>>>()?;
             let items: usize = batches.iter().map(|b| self.task.batch_items(b)).sum();
 
@@ -239,6 +309,7 @@ impl<T: TrainTask> Trainer<T> {
             }
             if !skipped {
                 let seed = step_seed(config.seed, state.step, phases.len(), config.grad_accum);
+                let batches = self.on_main_device(batches, &positions)?;
                 model = self.task.after_step(model, &batches, state.step, seed)?;
             }
             state.step += 1;
@@ -318,7 +389,7 @@ impl<T: TrainTask> Trainer<T> {
         })
     }
 
-    /// One phase of one step: accumulate, check, clip, update.
+    /// One phase of one step: gradients on every replica, sum, check, clip, update.
     fn phase_step(
         &self,
         model: T::Model,
@@ -329,26 +400,13 @@ impl<T: TrainTask> Trainer<T> {
         (lr, optim_config): (f64, &OptimConfig),
     ) -> Result<PhaseOutcome<T::Model>> {
         let k = batches.len() as f64;
-        let mut sums: BTreeMap<String, f64> = BTreeMap::new();
-        let mut grads = GradientsParams::new();
-        let mut finite = true;
-        for (micro, batch) in batches.iter().enumerate() {
-            self.device
-                .seed(step_seed(self.config.seed, step, phase, micro));
-            let losses = self.task.loss(&model, batch, phase)?;
-            let total = f64::from(losses.total.clone().into_scalar::<f32>());
-            *sums.entry("loss".into()).or_default() += total;
-            for (name, term) in losses.terms {
-                *sums.entry(name).or_default() += f64::from(term.into_scalar::<f32>());
-            }
-            if !total.is_finite() {
-                finite = false;
-                break;
-            }
-            let mut raw = losses.total.backward();
-            let micro_grads = GradientsParams::from_params(&mut raw, &model, params);
-            add_grads(&model, &mut grads, micro_grads);
-        }
+        let (mut grads, sums, finite) = if self.devices.len() == 1 {
+            let main = (&model, self.main_device());
+            let out = self.replica_grads(main, batches, 0, (phase, params), step)?;
+            (out.grads, out.sums, out.finite)
+        } else {
+            self.data_parallel_grads(&model, batches, (phase, params), step)?
+        };
         let terms = sums.into_iter().map(|(k_, v)| (k_, v / k)).collect();
         if !finite {
             return Ok(PhaseOutcome {
@@ -381,8 +439,128 @@ impl<T: TrainTask> Trainer<T> {
         })
     }
 
-    /// The next training batch, advancing the data position across epochs.
-    fn next_batch(&self, state: &mut TrainState) -> Result<T::Batch> {
+    /// Summed gradients and loss terms of `batches` (micro-batches `first..` of the step) on
+    /// `device`, where `model` and the batches are; stops at the first non-finite loss.
+    fn replica_grads(
+        &self,
+        (model, device): (&T::Model, &Device),
+        batches: &[T::Batch],
+        first: usize,
+        (phase, params): (usize, &[ParamId]),
+        step: usize,
+    ) -> Result<ReplicaOutcome> {
+        let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+        let mut grads = GradientsParams::new();
+        let mut finite = true;
+        for (micro, batch) in (first..).zip(batches) {
+            let losses = {
+                let _rng = RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                device.seed(step_seed(self.config.seed, step, phase, micro));
+                self.task.loss(model, batch, phase)?
+            };
+            let total = f64::from(losses.total.clone().into_scalar::<f32>());
+            *sums.entry("loss".into()).or_default() += total;
+            for (name, term) in losses.terms {
+                *sums.entry(name).or_default() += f64::from(term.into_scalar::<f32>());
+            }
+            if !total.is_finite() {
+                finite = false;
+                break;
+            }
+            let mut raw = losses.total.backward();
+            let micro_grads = GradientsParams::from_params(&mut raw, model, params);
+            add_grads(model, &mut grads, micro_grads);
+        }
+        Ok(ReplicaOutcome {
+            grads,
+            sums,
+            finite,
+        })
+    }
+
+    /// [`Trainer::replica_grads`] on every device at once (one thread each, the model forked to
+    /// each device), the gradients then summed on the main device.
+    fn data_parallel_grads(
+        &self,
+        model: &T::Model,
+        batches: &[T::Batch],
+        (phase, params): (usize, &[ParamId]),
+        step: usize,
+    ) -> Result<(GradientsParams, BTreeMap<String, f64>, bool)> {
+        let k = self.config.grad_accum;
+        let main = self.main_device();
+        let outcomes: Vec<Result<ReplicaOutcome>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = self
+                .devices
+                .iter()
+                .zip(batches.chunks(k))
+                .enumerate()
+                .map(|(r, (device, share))| {
+                    let replica = model.clone().fork(device);
+                    scope.spawn(move || {
+                        let at = (&replica, device);
+                        let mut out =
+                            self.replica_grads(at, share, r * k, (phase, params), step)?;
+                        out.grads = out.grads.to_device(main, &replica);
+                        Ok(out)
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|worker| {
+                    worker
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+        let mut accumulator = GradientsAccumulator::<T::Model>::new();
+        let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+        let mut finite = true;
+        for outcome in outcomes {
+            let outcome = outcome?;
+            accumulator.accumulate(model, outcome.grads);
+            for (name, value) in outcome.sums {
+                *sums.entry(name).or_default() += value;
+            }
+            finite &= outcome.finite;
+        }
+        Ok((accumulator.grads(), sums, finite))
+    }
+
+    /// The step's micro-batches on the main device, for [`TrainTask::after_step`]: the ones
+    /// already there are kept, the others are built again.
+    fn on_main_device(
+        &self,
+        batches: Vec<T::Batch>,
+        positions: &[(usize, usize)],
+    ) -> Result<Vec<T::Batch>> {
+        let main = self.main_device();
+        let k = self.config.grad_accum;
+        let data = self.task.train_data();
+        batches
+            .into_iter()
+            .zip(positions)
+            .enumerate()
+            .map(|(micro, (batch, &(epoch, index)))| {
+                if &self.devices[micro / k] == main {
+                    Ok(batch)
+                } else {
+                    data.batch(epoch, index, main)
+                }
+            })
+            .collect()
+    }
+
+    /// The device holding the model and the optimizer.
+    fn main_device(&self) -> &Device {
+        &self.devices[0]
+    }
+
+    /// The (epoch, index) of the next training batch, advancing the data position across
+    /// epochs.
+    fn next_position(&self, state: &mut TrainState) -> Result<(usize, usize)> {
         let data = self.task.train_data();
         if state.batch_index >= data.batches_in_epoch(state.epoch) {
             state.epoch += 1;
@@ -391,9 +569,9 @@ impl<T: TrainTask> Trainer<T> {
         if data.batches_in_epoch(state.epoch) == 0 {
             return Err(TrainError::EmptyEpoch { epoch: state.epoch });
         }
-        let batch = data.batch(state.epoch, state.batch_index, &self.device)?;
+        let position = (state.epoch, state.batch_index);
         state.batch_index += 1;
-        Ok(batch)
+        Ok(position)
     }
 
     /// Mean of each loss term over the validation batches, without autodiff.
@@ -405,7 +583,7 @@ impl<T: TrainTask> Trainer<T> {
         let Some(data) = self.task.valid_data() else {
             return Ok(None);
         };
-        let device = self.device.clone().without_autodiff();
+        let device = self.main_device().clone().without_autodiff();
         let model = model.valid();
         let mut count = data.batches_in_epoch(0);
         if let Some(max) = self.config.valid_max_batches {
@@ -552,4 +730,13 @@ fn step_seed(seed: u64, step: usize, phase: usize, micro: usize) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// `device` with autodiff on.
+fn with_autodiff(device: &Device) -> Device {
+    if device.is_autodiff() {
+        device.clone()
+    } else {
+        device.clone().autodiff()
+    }
 }

@@ -160,3 +160,25 @@ fn hook_runs_once_per_step_and_its_state_resumes_exactly() {
         values(out.model.linear.weight.val())
     );
 }
+
+#[test]
+fn with_two_replicas_the_hook_gets_every_micro_batch_on_the_main_device() {
+    let _guard = serial();
+    let device = Device::flex().autodiff();
+    let dir = tempfile::tempdir().unwrap();
+    let trainer = Trainer::new(config(2), Task::default(), dir.path(), &device)
+        .with_devices(&[device.clone(), device.clone()]);
+    let out = trainer.run(&mut ()).unwrap();
+    let calls = trainer.task().calls.lock().unwrap().clone();
+    // grad_accum 2 per replica, 2 replicas: 4 micro-batches a step.
+    assert_eq!(
+        calls.iter().map(|c| (c.0, c.2)).collect::<Vec<_>>(),
+        vec![(0, 4), (1, 4)]
+    );
+    let want: f32 = calls
+        .iter()
+        .map(|c| 1.0 + (c.1 % 1000) as f32 / 1000.0)
+        .sum();
+    let counter = values(out.model.counter.val())[0];
+    assert!((counter - want).abs() < 1e-5, "{counter} vs {want}");
+}
