@@ -296,7 +296,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
                     let wave = voxspec_audio::resample(&out.samples, rate, t.sample_rate())?;
                     t.transcribe(&wave)?
                 };
-                tally.errors = tally.errors + ErrorCounts::between(&hyp, reference);
+                tally.errors += ErrorCounts::between(&hyp, reference);
             }
             bar.inc(1);
         }
@@ -521,9 +521,9 @@ fn fmt_opt(v: Option<f64>, scale: f64, digits: usize) -> String {
 
 /// The markdown report: the decoder table and the forward-cost line.
 fn markdown(rows: &[Row], costs: &[f64], utterances: usize, cer: bool) -> String {
-    let mut s = format!(
+    let mut s = String::from(
         "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | NLL | EOS \
-         stops |\n|---|---|---|---|---|---|---|---|\n"
+         stops |\n|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         s.push_str(&format!(

@@ -51,6 +51,22 @@ fn pad_reflect(x: Tensor<3>, left: usize, right: usize) -> Tensor<3> {
     padded.narrow(2, 0, total - extra)
 }
 
+/// Gain of the Kaiming-uniform initialisation of the (transposed) convolutions: weights
+/// `U(±gain·√(3 / fan_in))`, so 1.0 gives variance `1 / fan_in`; biases start at zero.
+///
+/// PyTorch's default (gain `1/√3`, biases `U(±1/√fan_in)`, what EnCodec and SpeechTokenizer
+/// start from) shrinks the waveform-dependent part of the activations by about `√3` per
+/// layer while every layer's bias adds a constant of the same order. Measured on the small
+/// preset with it: the encoder's latents varied over time 25 times less than their constant
+/// offset, and the decoder's output at initialisation was the same (to 4 digits) for any
+/// input; on one 0.4 s speech segment the mel loss fell to 63 in 60 steps, against 36 with
+/// this initialisation. Loading a checkpoint replaces these values.
+pub const INIT_GAIN: f64 = 1.0;
+
+fn zero_bias(bias: Param<Tensor<1>>) -> Param<Tensor<1>> {
+    Param::from_tensor(bias.val().zeros_like())
+}
+
 /// Configuration of a [`SConv1d`].
 #[derive(Config, Debug)]
 pub struct SConv1dConfig {
@@ -72,19 +88,20 @@ pub struct SConv1dConfig {
 }
 
 impl SConv1dConfig {
-    /// Builds the convolution (PyTorch's default initialisation).
+    /// Builds the convolution with the signal-preserving initialisation of
+    /// [`INIT_GAIN`]: Kaiming-uniform weights of variance `1 / fan_in` and zero bias.
     pub fn init(&self, device: &Device) -> SConv1d {
-        SConv1d {
-            conv: Conv1dConfig::new(self.channels_in, self.channels_out, self.kernel_size)
-                .with_stride(self.stride)
-                .with_dilation(self.dilation)
-                .with_padding(PaddingConfig1d::Valid)
-                .with_initializer(Initializer::KaimingUniform {
-                    gain: 1.0 / 3.0f64.sqrt(),
-                    fan_out_only: false,
-                })
-                .init(device),
-        }
+        let mut conv = Conv1dConfig::new(self.channels_in, self.channels_out, self.kernel_size)
+            .with_stride(self.stride)
+            .with_dilation(self.dilation)
+            .with_padding(PaddingConfig1d::Valid)
+            .with_initializer(Initializer::KaimingUniform {
+                gain: INIT_GAIN,
+                fan_out_only: false,
+            })
+            .init(device);
+        conv.bias = conv.bias.map(zero_bias);
+        SConv1d { conv }
     }
 }
 
@@ -142,16 +159,18 @@ pub struct SConvTranspose1dConfig {
 }
 
 impl SConvTranspose1dConfig {
-    /// Builds the transposed convolution.
+    /// Builds the transposed convolution (initialised as [`SConv1dConfig::init`]).
     pub fn init(&self, device: &Device) -> SConvTranspose1d {
-        SConvTranspose1d {
-            convtr: ConvTranspose1dConfig::new(
-                [self.channels_in, self.channels_out],
-                self.kernel_size,
-            )
-            .with_stride(self.stride)
-            .init(device),
-        }
+        let mut convtr =
+            ConvTranspose1dConfig::new([self.channels_in, self.channels_out], self.kernel_size)
+                .with_stride(self.stride)
+                .with_initializer(Initializer::KaimingUniform {
+                    gain: INIT_GAIN,
+                    fan_out_only: false,
+                })
+                .init(device);
+        convtr.bias = convtr.bias.map(zero_bias);
+        SConvTranspose1d { convtr }
     }
 }
 

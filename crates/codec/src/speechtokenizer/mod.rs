@@ -26,8 +26,8 @@ pub use discriminators::{
     ScaleDiscriminator,
 };
 pub use layers::{
-    LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d, SConvTranspose1dConfig,
-    SLstm, SLstmConfig, elu,
+    INIT_GAIN, LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d,
+    SConvTranspose1dConfig, SLstm, SLstmConfig, elu,
 };
 pub use loader::{CONFIG_FILE, KEY_MAP, WEIGHTS_FILE};
 pub use seanet::{
