@@ -24,6 +24,7 @@ stop_stage=100
 exp=""
 vocab_size=""
 threads=""
+device=""
 codec=""
 heads=8
 ar_steps=""
@@ -45,6 +46,8 @@ Usage: $0 [options]
   --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
   --vocab-size N       BPE vocabulary size (default 256 for minitts, 512 for LibriTTS)
   --threads N          worker threads (default: all cores)
+  --device SPEC        cpu (default), cuda, cuda:N, or a list (cuda:0,cuda:1) for data-parallel
+                       AR/NAR training; cuda needs a binary built with --features cuda
   --codec DIR          codec model directory for stage 2 (default: checkpoints/codec-minitts
                        when it exists; stages 2-5 need codes)
   --heads N            MTP prediction heads (default 8)
@@ -59,7 +62,11 @@ Usage: $0 [options]
   -v                   more logging from voxspec
   -h, --help           this help
 Environment: LIBRITTS_ROOT=/path/to/LibriTTS selects the real corpus (train-clean-100,
-dev-clean, test-clean; set TRAIN_SUBSETS=train-clean-100,train-clean-360 for more).
+dev-clean, test-clean; set TRAIN_SUBSETS=train-clean-100,train-clean-360 for more) and the
+paper-scale models (--preset base: 12 layers, width 1024). On GPUs (CARGO_FEATURES is passed
+to the recipe's own cargo build):
+  LIBRITTS_ROOT=/data/LibriTTS CARGO_FEATURES=cuda $0 --device cuda:0 --codec DIR
+with DIR a LibriTTS codec from recipes/libritts/train_codec.sh.
 USAGE
 }
 
@@ -70,6 +77,7 @@ while [ $# -gt 0 ]; do
     --exp) exp="$2"; shift 2 ;;
     --vocab-size) vocab_size="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --device) device="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
     --heads) heads="$2"; shift 2 ;;
     --ar-steps) ar_steps="$2"; shift 2 ;;
@@ -110,9 +118,10 @@ fi
 
 global=("${verbose[@]}")
 [ -n "$threads" ] && global+=(--threads "$threads")
+[ -n "$device" ] && global+=(--device "$device")
 
 log "Building voxspec (release)"
-cargo build --release --quiet --bin voxspec
+cargo build --release --quiet --bin voxspec ${CARGO_FEATURES:+--features "$CARGO_FEATURES"}
 voxspec=target/release/voxspec
 
 done_dir="$exp/.done"
