@@ -447,7 +447,7 @@ impl DecoderSpec {
 pub struct DecoderParts {
     pub transitions: Option<Arc<Transitions>>,
     pub draft: Option<MtpModel>,
-    /// Similarity groups by θ (bit pattern of the f32 as key).
+    /// Similarity groups of each PCG threshold θ.
     pub groups: Vec<(f32, Arc<SimilarityGroups>)>,
 }
 
