@@ -41,7 +41,7 @@ Usage: $0 [options]
   --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
   --threads N          worker threads (default: all cores)
   --ctc-steps N        CTC teacher steps (default 300 for minitts, 30000 for LibriTTS)
-  --codec-steps N      codec steps (default 500 for minitts, 200000 for LibriTTS)
+  --codec-steps N      codec steps (default 2000 for minitts, 200000 for LibriTTS)
   --preset NAME        codec size: tiny, small (minitts default) or base (LibriTTS default)
   --ctc-preset NAME    teacher size: tiny, small (minitts default) or base (LibriTTS default)
   --adversarial        train the codec with MPD + MSD discriminators
@@ -85,7 +85,7 @@ else
   corpus="datasets/minitts"
   exp="${exp:-exp/minitts}"
   train_subsets="train-clean-100"
-  ctc_steps="${ctc_steps:-300}"; codec_steps="${codec_steps:-500}"
+  ctc_steps="${ctc_steps:-300}"; codec_steps="${codec_steps:-2000}"
   preset="${preset:-small}"; ctc_preset="${ctc_preset:-small}"
   segment=1.0; batch=4
 fi

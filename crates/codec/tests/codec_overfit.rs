@@ -40,6 +40,9 @@ fn model_config() -> SpeechTokenizerConfig {
         .with_n_q(2)
         .with_codebook_size(16)
         .with_kmeans_iters(3)
+        // The small preset's decay: with 8 vectors per update the codes must follow the
+        // encoder within tens of steps.
+        .with_ema_decay(0.95)
 }
 
 /// A voiced, speech-like segment: a harmonic series on a gliding 100–180 Hz pitch under a

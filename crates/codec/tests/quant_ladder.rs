@@ -28,11 +28,12 @@ fn matrix(rows: &[[f32; 2]], device: &Device) -> Tensor<2> {
 }
 
 /// A 2-d codebook with the given codes and a consistent EMA state: `cluster_size = sizes`,
-/// `embed_avg = sizes · embed`.
+/// `embed_avg = sizes · embed`; dead-code threshold `threshold`, capped at `share · n / K`.
 fn codebook(
     codes: &[[f32; 2]],
     sizes: &[f32],
     threshold: f64,
+    share: f64,
     device: &Device,
 ) -> EuclideanCodebook {
     let mut cb = EuclideanCodebookConfig::new()
@@ -40,6 +41,7 @@ fn codebook(
         .with_codebook_size(codes.len())
         .with_kmeans_init(false)
         .with_threshold_ema_dead_code(threshold)
+        .with_dead_code_share(share)
         .init(device);
     let embed = matrix(codes, device);
     let sums: Vec<[f32; 2]> = codes
@@ -71,7 +73,7 @@ fn assert_all_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
 #[test]
 fn ema_update_follows_the_formulas() {
     let device = Device::flex();
-    let cb = codebook(&[[0.0, 0.0], [10.0, 10.0]], &[4.0, 4.0], 0.0, &device);
+    let cb = codebook(&[[0.0, 0.0], [10.0, 10.0]], &[4.0, 4.0], 0.0, 0.0, &device);
     // Three vectors near code 0, one near code 1.
     let x = matrix(&[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [9.0, 11.0]], &device);
     assert_eq!(ints(cb.encode(x.clone())), vec![0, 0, 0, 1]);
@@ -103,11 +105,13 @@ fn ema_update_follows_the_formulas() {
 #[test]
 fn dead_codes_restart_from_batch_vectors() {
     let device = Device::flex();
-    // Code 2 is far from the data and its EMA size (1.0) is already below the threshold 2.
+    // Absolute threshold (EnCodec's rule, share 0): code 2 is far from the data and its EMA
+    // size (1.0) is already below the threshold 2. The restart size is max(2, n / K = 5/3).
     let cb = codebook(
         &[[0.0, 0.0], [5.0, 5.0], [100.0, -100.0]],
         &[10.0, 10.0, 1.0],
         2.0,
+        0.0,
         &device,
     );
     let batch = [[0.1, 0.2], [0.3, -0.1], [5.1, 4.9], [4.8, 5.3], [0.0, 0.4]];
@@ -138,10 +142,68 @@ fn dead_codes_restart_from_batch_vectors() {
         &[[0.0, 0.0], [5.0, 5.0], [100.0, -100.0]],
         &[10.0, 10.0, 1.0],
         2.0,
+        0.0,
         &device,
     );
     let (again, _) = cb2.ema_update(x, &mut SplitMix64::new(7)).unwrap();
     assert_eq!(floats(again.embed.val()), embed);
+}
+
+#[test]
+fn the_dead_code_threshold_is_relative_to_the_batch() {
+    let device = Device::flex();
+    // K = 8 codes, batch of n = 4 vectors: the uniform share is n / K = 0.5, below the
+    // absolute threshold 2. Codes 0..7 hold that share except code 7 (0.02, starved).
+    let codes: Vec<[f32; 2]> = (0..8).map(|i| [i as f32, 0.0]).collect();
+    let mut sizes = [0.5f32; 8];
+    sizes[7] = 0.02;
+    let batch = [[0.1, 0.0], [1.1, 0.0], [2.0, 0.1], [3.0, -0.1]];
+    let x = matrix(&batch, &device);
+
+    // EnCodec's rule (share 0) restarts every code, used or not: all sizes are below 2.
+    let cb = codebook(&codes, &sizes, 2.0, 0.0, &device);
+    let (_, report) = cb.ema_update(x.clone(), &mut SplitMix64::new(1)).unwrap();
+    assert_eq!(report.restarted, 8);
+
+    // share 0.1: τ = min(2, 0.1 · 0.5) = 0.05; only the starved code is below it (0.99 · 0.02).
+    let cb = codebook(&codes, &sizes, 2.0, 0.1, &device);
+    let (cb, report) = cb.ema_update(x.clone(), &mut SplitMix64::new(1)).unwrap();
+    assert_eq!(report.restarted, 1);
+    let embed = floats(cb.embed.val());
+    let restarted = [embed[14], embed[15]];
+    assert!(
+        batch.contains(&restarted),
+        "restarted code {restarted:?} is not a batch vector"
+    );
+    // It restarts at the uniform share, so it is kept for ln(0.1) / ln(0.99) ≈ 229 updates
+    // that give it nothing, not re-drawn at the next one.
+    let sizes_after = floats(cb.cluster_size.val());
+    assert_all_close(&sizes_after[7..], &[0.5], 1e-6, "restart size");
+    let avg = floats(cb.embed_avg.val());
+    assert_all_close(
+        &avg[14..16],
+        &[0.5 * restarted[0], 0.5 * restarted[1]],
+        1e-6,
+        "embed_avg",
+    );
+    // Updates on batches that never pick code 7 keep it until its size decays below τ.
+    let far = matrix(&[[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [3.0, 0.0]], &device);
+    let (mut cb, mut rng, mut updates) = (cb, SplitMix64::new(2), 0usize);
+    loop {
+        updates += 1;
+        let (next, report) = cb.ema_update(far.clone(), &mut rng).unwrap();
+        cb = next;
+        if floats(cb.cluster_size.val())[7] == 0.5 {
+            // Re-drawn (again at the uniform share) only once the window has passed.
+            assert!(report.restarted >= 1);
+            break;
+        }
+        assert!(updates < 400, "code 7 was never restarted");
+    }
+    assert!(
+        (225..=232).contains(&updates),
+        "restarted after {updates} updates"
+    );
 }
 
 #[test]
@@ -307,4 +369,33 @@ fn bad_layer_counts_and_shapes_are_errors() {
     let codes = rvq.encode(x, 2).unwrap();
     let three = Tensor::cat(vec![codes.clone(), codes.narrow(0, 0, 1)], 0);
     assert!(rvq.decode(three).is_err());
+}
+
+#[test]
+fn the_residual_quantizer_passes_the_gradient_once() {
+    let device = Device::flex().autodiff();
+    let (rvq, x) = trained_rvq(4, 6, &device);
+    let x = x.detach().require_grad();
+    let out = rvq.forward(x.clone(), 4).unwrap();
+    let w: Tensor<3> = Tensor::random([4, 6, 32], Distribution::Normal(0.0, 1.0), &device);
+    let grads = (out.quantized * w.clone()).sum().backward();
+    // d/dx Σ w ⊙ (q_0 + … + q_3) = w: the straight-through path counts once, not per layer.
+    assert_all_close(
+        &floats(x.grad(&grads).unwrap()),
+        &floats(w),
+        1e-6,
+        "rvq gradient",
+    );
+    // Only layer 0's commitment reaches x: the mean over the 4 layers gives it weight 1/4.
+    let out = rvq.forward(x.clone(), 4).unwrap();
+    let grads = out.commitment_loss.backward();
+    let g = floats(x.grad(&grads).unwrap());
+    let layer0 = rvq.forward(x.clone(), 1).unwrap();
+    let grads0 = layer0.commitment_loss.div_scalar(4.0).backward();
+    assert_all_close(
+        &g,
+        &floats(x.grad(&grads0).unwrap()),
+        1e-7,
+        "commitment gradient",
+    );
 }

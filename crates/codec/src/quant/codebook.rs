@@ -22,11 +22,21 @@
 //! 3. `cluster_size ← d·cluster_size + (1−d)·count_k`, `embed_avg ← d·embed_avg + (1−d)·Σ_{c=k} x`;
 //! 4. `embed = embed_avg / ñ_k` with Laplace smoothing
 //!    `ñ_k = (n_k + ε) / (Σn + K·ε) · Σn`;
-//! 5. dead-code restart: every code with `cluster_size < threshold` gets a random batch vector
-//!    `v` (seeded): `embed_k = v`, `embed_avg_k = threshold · v`, `cluster_size_k = threshold`,
-//!    so a restarted code survives the next update only if it wins at least `threshold`
-//!    vectors. (EnCodec replaces `embed_k` before step 3 and leaves `embed_avg` alone, so step 4
-//!    of the same update undoes the restart; resetting the EMA statistics avoids that.)
+//! 5. dead-code restart: with the batch-relative threshold
+//!    `τ = min(threshold, share · n / K)` (`share = 0`: `τ = threshold`, EnCodec's rule), every
+//!    code with `cluster_size < τ` gets a random batch vector `v` (seeded): `embed_k = v`,
+//!    `cluster_size_k = s₀ = max(τ, n / K)`, `embed_avg_k = s₀ · v`. (EnCodec replaces `embed_k`
+//!    before step 3 and leaves `embed_avg` alone, so step 4 of the same update undoes the
+//!    restart; resetting the EMA statistics avoids that.)
+//!
+//! Why batch-relative: the EMA cluster size of a code settles at its mean count per batch,
+//! `n / K` for a uniformly used codebook. EnCodec's absolute threshold of 2 assumes batches of
+//! thousands of vectors; at 4 × 1 s of 50 Hz frames (`n = 200`) and `K = 256` every code
+//! averages 0.78 and sits below 2, so nearly the whole codebook was re-drawn every update and
+//! the quantization error stayed as large as the latents' spread. With `share = 0.1` a code is
+//! dead once it gets less than a tenth of a uniform share, and a restarted code that wins
+//! nothing keeps its place for `ln(share) / ln(d)` ≈ 230 updates (`d = 0.99`) before it is
+//! re-drawn, a window in which it can attract vectors.
 //!
 //! Randomness comes from a [`SplitMix64`] the caller seeds (the training hook derives it from
 //! the run seed and the step), so an update is a pure function of (state, batch, seed) and a
@@ -39,7 +49,8 @@ use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use crate::error::CodecError;
 
 /// Configuration of a [`EuclideanCodebook`]. Defaults are SpeechTokenizer's (1024 codes of
-/// 1024 dimensions, EMA decay 0.99, 50 k-means iterations, dead-code threshold 2).
+/// 1024 dimensions, EMA decay 0.99, 50 k-means iterations, dead-code threshold 2), with the
+/// threshold capped at a tenth of the batch's uniform share (`dead_code_share`).
 #[derive(Config, Debug)]
 pub struct EuclideanCodebookConfig {
     /// Dimension `D` of the code vectors.
@@ -64,6 +75,11 @@ pub struct EuclideanCodebookConfig {
     /// Codes whose EMA cluster size falls below this are restarted (0 disables restarts).
     #[config(default = 2.0)]
     pub threshold_ema_dead_code: f64,
+    /// Batch-relative cap on the dead-code threshold: on a batch of `n` vectors the threshold
+    /// is `min(threshold_ema_dead_code, dead_code_share · n / K)`; 0 keeps the absolute
+    /// threshold alone (see the module documentation).
+    #[config(default = 0.1)]
+    pub dead_code_share: f64,
 }
 
 /// The non-tensor settings a codebook keeps after `init`.
@@ -77,6 +93,8 @@ pub struct CodebookSettings {
     pub kmeans_iters: usize,
     /// Dead-code threshold on the EMA cluster size.
     pub threshold_ema_dead_code: f64,
+    /// Batch-relative cap on the threshold (fraction of the uniform share `n / K`).
+    pub dead_code_share: f64,
 }
 
 impl EuclideanCodebookConfig {
@@ -100,6 +118,7 @@ impl EuclideanCodebookConfig {
                 epsilon: self.epsilon,
                 kmeans_iters: self.kmeans_iters,
                 threshold_ema_dead_code: self.threshold_ema_dead_code,
+                dead_code_share: self.dead_code_share,
             },
         }
     }
@@ -252,7 +271,14 @@ impl EuclideanCodebook {
         embed = embed_avg.clone() / smoothed.reshape([k, 1]);
 
         // Dead-code restart.
-        let threshold = s.threshold_ema_dead_code;
+        let uniform_share = n as f64 / k as f64;
+        let threshold = if s.dead_code_share > 0.0 {
+            s.threshold_ema_dead_code
+                .min(s.dead_code_share * uniform_share)
+        } else {
+            s.threshold_ema_dead_code
+        };
+        let restart_size = threshold.max(uniform_share);
         if threshold > 0.0 {
             let dead = cluster_size.clone().lower_elem(threshold).float(); // [k]
             let restarted = read_f32(dead.clone().sum(), "dead-code count")?
@@ -265,9 +291,9 @@ impl EuclideanCodebook {
                 let mask = dead.clone().reshape([k, 1]);
                 let keep = mask.clone().neg().add_scalar(1.0);
                 embed = embed * keep.clone() + samples.clone() * mask.clone();
-                embed_avg = embed_avg * keep + samples.mul_scalar(threshold) * mask;
-                cluster_size =
-                    cluster_size * dead.clone().neg().add_scalar(1.0) + dead.mul_scalar(threshold);
+                embed_avg = embed_avg * keep + samples.mul_scalar(restart_size) * mask;
+                cluster_size = cluster_size * dead.clone().neg().add_scalar(1.0)
+                    + dead.mul_scalar(restart_size);
                 report.restarted = restarted;
             }
         }

@@ -127,7 +127,10 @@ impl ResidualVectorQuantizer {
         let mut metrics = Vec::with_capacity(n_q);
         for layer in &self.layers[..n_q] {
             let out = layer.forward(residual.clone());
-            residual = residual - out.quantized.clone().detach();
+            // `out.quantized` carries the identity gradient of `residual`, so the next residual
+            // has none: the decoder's gradient reaches `x` once (through layer 0), not once per
+            // layer, and only layer 0's commitment pulls the encoder (EnCodec's residual VQ).
+            residual = residual - out.quantized.clone();
             quantized = quantized + out.quantized.clone();
             metrics.push(layer.metrics(out.codes.clone()));
             layer_quantized.push(from_rows(out.quantized, b, t));

@@ -73,6 +73,12 @@ pub struct SpeechTokenizerConfig {
     /// EMA cluster size below which a code is restarted.
     #[config(default = 2.0)]
     pub dead_code_threshold: f64,
+    /// Cap on the dead-code threshold as a fraction of a batch's uniform share `n / K` (see
+    /// [`crate::quant::EuclideanCodebookConfig::dead_code_share`]). `None`, which is what a
+    /// config.json written before this field existed reads as, keeps the absolute threshold
+    /// alone, as those codecs were trained.
+    #[config(default = "Some(0.1)")]
+    pub dead_code_share: Option<f64>,
 }
 
 impl SpeechTokenizerConfig {
@@ -83,7 +89,13 @@ impl SpeechTokenizerConfig {
     }
 
     /// A small codec for the bundled corpus on a CPU: base width 16, latent 128, one LSTM
-    /// layer, 8 × 256 codes, same strides (50 Hz at 16 kHz).
+    /// layer, 8 × 256 codes, same strides (50 Hz at 16 kHz), EMA decay 0.95.
+    ///
+    /// The faster decay suits small batches (4 × 1 s = 200 vectors per update): the EMA
+    /// averages over about 20 updates instead of 100, so the codes follow the encoder while it
+    /// moves early in training and a code that stops winning is restarted after about 45
+    /// updates instead of 230; at decay 0.99 the first run kept 2–4 live codes per layer for
+    /// its first 200 steps.
     pub fn small() -> Self {
         Self::new()
             .with_seanet(
@@ -94,6 +106,7 @@ impl SpeechTokenizerConfig {
             )
             .with_codebook_size(256)
             .with_kmeans_iters(10)
+            .with_ema_decay(0.95)
     }
 
     /// Samples per frame.
@@ -153,7 +166,8 @@ impl SpeechTokenizerConfig {
                             .with_codebook_size(self.codebook_size)
                             .with_decay(self.ema_decay)
                             .with_kmeans_iters(self.kmeans_iters)
-                            .with_threshold_ema_dead_code(self.dead_code_threshold),
+                            .with_threshold_ema_dead_code(self.dead_code_threshold)
+                            .with_dead_code_share(self.dead_code_share.unwrap_or(0.0)),
                     ),
             )
     }
@@ -354,6 +368,18 @@ mod tests {
         assert_eq!(out.quant.codes.dims(), [3, 2, 8]);
         assert_eq!(out.semantic.dims(), [2, 8, 6]);
         assert_eq!(model.encode(wave, 2).unwrap().dims(), [2, 2, 8]);
+    }
+
+    #[test]
+    fn configs_without_the_dead_code_share_keep_the_absolute_threshold() {
+        let mut value: serde_json::Value = serde_json::from_str(&tiny().to_string()).unwrap();
+        let fields = value.as_object_mut().unwrap();
+        assert_eq!(fields["dead_code_share"], serde_json::json!(0.1));
+        fields.remove("dead_code_share");
+        let old: SpeechTokenizerConfig = serde_json::from_value(value).unwrap();
+        assert_eq!(old.dead_code_share, None);
+        assert_eq!(old.quantizer().layer.codebook.dead_code_share, 0.0);
+        assert_eq!(tiny().quantizer().layer.codebook.dead_code_share, 0.1);
     }
 
     #[test]

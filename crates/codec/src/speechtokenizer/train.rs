@@ -363,6 +363,7 @@ impl TrainTask for CodecTrainTask {
         }
         if let Some(m) = out.quant.metrics.first() {
             terms.push(("rvq1_perplexity".to_string(), m.perplexity.clone()));
+            terms.push(("rvq1_usage".to_string(), m.usage.clone()));
         }
         Ok(Losses { total, terms })
     }
