@@ -198,6 +198,50 @@ impl Viterbi {
     }
 }
 
+/// Makes candidate `last` final in a lattice of `m` states: a path that reaches it ends there.
+/// Adds one state, index `m` ("after the end"): only `last` leads to it (and only to it), it
+/// leads only to itself, and it scores 0 at every step but the first, where it is impossible.
+/// A path's score is then its score up to and including `last`, so a block that ends early
+/// competes with full-length blocks on the probability of what it emits, as AR decoding would
+/// see it. Without this, end-of-sequence inside a block pays for the steps after it (the
+/// heads' scores there, and transitions out of it, which training data never has) and the
+/// path search avoids it.
+///
+/// # Shapes
+/// - `log_s`: `[steps, m]` → `[steps, m + 1]`; `log_q`: `[m, m]` → `[m + 1, m + 1]`;
+///   `log_prior`: `[m]` → `[m + 1]`
+pub fn absorb_after(
+    last: usize,
+    log_s: &mut Vec<f32>,
+    log_q: &mut Vec<f32>,
+    log_prior: Option<&mut Vec<f32>>,
+    m: usize,
+) {
+    let steps = log_s.len() / m.max(1);
+    let mut s = Vec::with_capacity(steps * (m + 1));
+    for (t, row) in log_s.chunks(m.max(1)).enumerate() {
+        s.extend_from_slice(row);
+        s.push(if t == 0 { f32::NEG_INFINITY } else { 0.0 });
+    }
+    *log_s = s;
+    let mut q = Vec::with_capacity((m + 1) * (m + 1));
+    for i in 0..m {
+        if i == last {
+            q.extend(std::iter::repeat_n(f32::NEG_INFINITY, m));
+            q.push(0.0);
+        } else {
+            q.extend_from_slice(&log_q[i * m..(i + 1) * m]);
+            q.push(f32::NEG_INFINITY);
+        }
+    }
+    q.extend(std::iter::repeat_n(f32::NEG_INFINITY, m));
+    q.push(0.0);
+    *log_q = q;
+    if let Some(prior) = log_prior {
+        prior.push(f32::NEG_INFINITY);
+    }
+}
+
 /// The log score of one path, `log S_1(s_1) + Σ_t [log Q(s_{t-1}, s_t) + log S_t(s_t)]`, in the
 /// layout of [`Viterbi::best_path`]: what Viterbi maximises.
 pub fn path_log_score(log_s: &[f32], log_q: &[f32], m: usize, states: &[usize]) -> f32 {
@@ -214,6 +258,8 @@ pub fn path_log_score(log_s: &[f32], log_q: &[f32], m: usize, states: &[usize]) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
 
     #[test]
     fn union_keeps_first_appearance_order() {
@@ -243,6 +289,88 @@ mod tests {
         assert_eq!(path.states, vec![0, 1]);
         let expected = path_log_score(&log_s, &sticky, 2, &[0, 1]);
         assert!((path.log_score - expected).abs() < 1e-6);
+    }
+
+    /// The best score over every path of `steps` states when a path ends at its first `last`.
+    fn brute_force_truncated(log_s: &[f32], log_q: &[f32], m: usize, last: usize) -> f32 {
+        let steps = log_s.len() / m;
+        let mut best = f32::NEG_INFINITY;
+        for code in 0..m.pow(steps as u32) {
+            let path: Vec<usize> = (0..steps).map(|t| (code / m.pow(t as u32)) % m).collect();
+            let end = path
+                .iter()
+                .position(|&s| s == last)
+                .map_or(steps, |p| p + 1);
+            let score = path_log_score(&log_s[..end * m], log_q, m, &path[..end]);
+            best = best.max(score);
+        }
+        best
+    }
+
+    #[test]
+    fn an_absorbing_end_is_reached_where_the_heads_want_it() {
+        // Three states, state 2 the end. Head 1 is sure of the end at step 2, but no data ever
+        // leaves it (log Q(2 → ·) very low): the plain search runs past it, the absorbing one
+        // stops there.
+        let p = |x: f32| x.ln();
+        let log_s = vec![
+            p(0.9),
+            p(0.05),
+            p(0.05), // step 1
+            p(0.02),
+            p(0.03),
+            p(0.95), // step 2
+            p(0.5),
+            p(0.45),
+            p(0.05), // step 3
+        ];
+        let mut log_q = vec![
+            p(0.3),
+            p(0.3),
+            p(0.4),
+            p(0.3),
+            p(0.3),
+            p(0.4),
+            p(1e-6),
+            p(1e-6),
+            p(1e-6),
+        ];
+        let mut v = Viterbi::new();
+        let plain = v.best_path(&log_s, &log_q, 3).unwrap();
+        assert_ne!(plain.states[1], 2, "{plain:?}");
+        let mut log_s = log_s;
+        absorb_after(2, &mut log_s, &mut log_q, None, 3);
+        let path = v.best_path(&log_s, &log_q, 4).unwrap();
+        assert_eq!(path.states, vec![0, 2, 3]);
+        let want = p(0.9) + p(0.4) + p(0.95);
+        assert!((path.log_score - want).abs() < 1e-5);
+    }
+
+    #[test]
+    fn the_absorbing_search_equals_brute_force() {
+        let mut rng = StdRng::seed_from_u64(9);
+        let mut v = Viterbi::new();
+        for case in 0..200 {
+            let (m, steps) = (1 + case % 4, 1 + case % 5);
+            let last = case % m;
+            let mut draw =
+                |n: usize| -> Vec<f32> { (0..n).map(|_| -5.0 * rng.random::<f32>()).collect() };
+            let (log_s, log_q) = (draw(steps * m), draw(m * m));
+            let want = brute_force_truncated(&log_s, &log_q, m, last);
+            let (mut s, mut q) = (log_s.clone(), log_q.clone());
+            absorb_after(last, &mut s, &mut q, None, m);
+            let path = v.best_path(&s, &q, m + 1).unwrap();
+            assert!(
+                (path.log_score - want).abs() < 1e-4,
+                "case {case}: {path:?} vs {want}"
+            );
+            // The path reaches "after the end" only through `last`, and then stays there.
+            for t in 1..steps {
+                if path.states[t] == m {
+                    assert!(path.states[t - 1] == last || path.states[t - 1] == m);
+                }
+            }
+        }
     }
 
     #[test]
