@@ -31,8 +31,8 @@
 //! ([`absorb_after`](crate::viterbi::absorb_after)): the steps after it add nothing. Scored
 //! like any token instead, it paid for the steps after it (the heads' scores there and
 //! transitions out of it, which the training codes never contain), and on the bundled corpus
-//! greedy Viterbi stopped at end-of-sequence in 3 of 8 sentences (k = 8, top_k = 3) where AR
-//! and independent MTP stopped in all 8, running the others to the length limit.
+//! Viterbi at temperature 1 stopped at end-of-sequence in 3 of 8 sentences (k = 8, top_k = 3)
+//! where AR and independent MTP stopped in all 8, running the others to the length limit.
 //!
 //! With [`ViterbiConfig::link_previous`] the block's first token is also scored by
 //! `Q(last emitted token, a_1)`, chaining blocks; on the toy bigram test (noisy heads 1..3)
