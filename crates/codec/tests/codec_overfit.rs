@@ -5,26 +5,17 @@
 //! [8, 5, 4, 2], BiLSTM, RVQ) trained through the shared loop on one short speech-like
 //! segment reconstructs it much better after a few dozen steps.
 
-use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+mod common;
 
 use burn::tensor::{Device, Tensor, TensorData};
+use common::{Record, serial};
 use voxspec_codec::SpeechTokenizerConfig;
 use voxspec_codec::losses::MelLossConfig;
 use voxspec_codec::speechtokenizer::SeanetConfig;
 use voxspec_codec::speechtokenizer::train::{
     CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
 };
-use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
-
-/// Flex's RNG is process-global and Burn initialises parameters lazily, so a test running
-/// beside another one got different weights (and once a near-silent codec): the tests of this
-/// file run one at a time, each seeding the RNG first.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
+use voxspec_train::{OptimConfig, TrainConfig, Trainer};
 
 const HOP: usize = 320;
 const SEGMENT: usize = 8 * HOP;
@@ -60,16 +51,6 @@ fn segment() -> Vec<f32> {
             0.06 * envelope * voice
         })
         .collect()
-}
-
-#[derive(Default)]
-struct Record(Vec<BTreeMap<String, f64>>);
-
-impl TrainObserver for Record {
-    fn on_step(&mut self, report: &StepReport) {
-        assert!(!report.skipped, "step {} skipped", report.step);
-        self.0.push(report.values.clone());
-    }
 }
 
 #[test]

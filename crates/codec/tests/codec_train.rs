@@ -3,10 +3,10 @@
 //! and an interrupted run resumes to exactly the weights and codebooks of an uninterrupted
 //! one.
 
-use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+mod common;
 
 use burn::tensor::{Device, Tensor};
+use common::{Record, serial};
 use voxspec_codec::SpeechTokenizer;
 use voxspec_codec::SpeechTokenizerConfig;
 use voxspec_codec::losses::MelLossConfig;
@@ -14,14 +14,7 @@ use voxspec_codec::speechtokenizer::train::{
     CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
 };
 use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
-use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
-
-/// Flex's RNG is process-global: runs that seed it must not interleave.
-static RNG: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use voxspec_train::{OptimConfig, TrainConfig, Trainer};
 
 const HOP: usize = 8;
 const SEMANTIC: usize = 6;
@@ -93,16 +86,6 @@ fn train_config(max_steps: usize) -> TrainConfig {
         checkpoint_every: 2,
         tensorboard: false,
         ..TrainConfig::default()
-    }
-}
-
-#[derive(Default)]
-struct Record(Vec<BTreeMap<String, f64>>);
-
-impl TrainObserver for Record {
-    fn on_step(&mut self, report: &StepReport) {
-        assert!(!report.skipped, "step {} skipped", report.step);
-        self.0.push(report.values.clone());
     }
 }
 
