@@ -230,7 +230,7 @@ impl PathSelection {
             _ => None,
         };
         // End-of-sequence ends the path (see `absorb_after`); its extra state decodes as EOS.
-        let eos = seq.eos().filter(|e| candidates.contains(e));
+        let eos = seq.eos();
         let states = match eos.and_then(|e| candidates.iter().position(|&t| t == e)) {
             Some(last) => {
                 absorb_after(last, &mut self.log_s, &mut self.log_q, prior.as_mut(), m);

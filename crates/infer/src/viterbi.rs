@@ -217,26 +217,25 @@ pub fn absorb_after(
     log_prior: Option<&mut Vec<f32>>,
     m: usize,
 ) {
+    // Widen the row-major rows in place, last row first (a row only moves up, over rows
+    // already moved), so the decoder's buffers are reused rather than reallocated per step.
     let steps = log_s.len() / m.max(1);
-    let mut s = Vec::with_capacity(steps * (m + 1));
-    for (t, row) in log_s.chunks(m.max(1)).enumerate() {
-        s.extend_from_slice(row);
-        s.push(if t == 0 { f32::NEG_INFINITY } else { 0.0 });
+    log_s.resize(steps * (m + 1), 0.0);
+    for t in (0..steps).rev() {
+        log_s.copy_within(t * m..(t + 1) * m, t * (m + 1));
+        log_s[t * (m + 1) + m] = if t == 0 { f32::NEG_INFINITY } else { 0.0 };
     }
-    *log_s = s;
-    let mut q = Vec::with_capacity((m + 1) * (m + 1));
-    for i in 0..m {
-        if i == last {
-            q.extend(std::iter::repeat_n(f32::NEG_INFINITY, m));
-            q.push(0.0);
-        } else {
-            q.extend_from_slice(&log_q[i * m..(i + 1) * m]);
-            q.push(f32::NEG_INFINITY);
-        }
+    log_q.resize((m + 1) * (m + 1), 0.0);
+    for i in (0..m).rev() {
+        let row = i * (m + 1);
+        log_q.copy_within(i * m..(i + 1) * m, row);
+        log_q[row + m] = f32::NEG_INFINITY;
     }
-    q.extend(std::iter::repeat_n(f32::NEG_INFINITY, m));
-    q.push(0.0);
-    *log_q = q;
+    let last_row = last * (m + 1);
+    log_q[last_row..last_row + m].fill(f32::NEG_INFINITY);
+    log_q[last_row + m] = 0.0;
+    log_q[m * (m + 1)..].fill(f32::NEG_INFINITY);
+    log_q[m * (m + 1) + m] = 0.0;
     if let Some(prior) = log_prior {
         prior.push(f32::NEG_INFINITY);
     }
