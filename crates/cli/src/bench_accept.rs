@@ -99,6 +99,7 @@ pub fn run(args: AcceptanceArgs) -> anyhow::Result<()> {
             prompt: TtsPrompt {
                 text: tokenizer.encode(&u.text)?,
                 codes: Vec::new(),
+                durations: None,
             },
             tokens: codes.stream(0).to_vec(),
         });

@@ -371,6 +371,7 @@ pub fn forward_costs(
         codes: (0..context.saturating_sub(9) as u32)
             .map(|i| i % codebook)
             .collect(),
+        durations: None,
     };
     let mut cache = model.new_cache(1, context + max_k + 8)?;
     model.prefill(

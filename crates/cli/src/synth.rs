@@ -229,6 +229,36 @@ impl Pipeline {
         seed: u64,
     ) -> anyhow::Result<Request<TtsPrompt>> {
         let mut limits = Limits::for_text(text.len(), lengths.min_ratio, lengths.max_ratio)?;
+        if self.ar.is_aligned() {
+            // The duration predictor sets the length: EOS is due at its frame count T. The
+            // voice prompt conditions the NAR only (an aligned AR model continues no codes).
+            let durations = self
+                .ar
+                .predict_durations(text, lengths.pace)
+                .context("predicting the phone durations")?;
+            let frames: usize = durations.iter().map(|&d| d as usize).sum();
+            limits.min_tokens = frames / 2;
+            limits.max_tokens = frames + frames / 4 + 8;
+            let used = text.len() + 1 + CACHE_SLACK;
+            let room = self.ar.transformer.max_seq_len().saturating_sub(used);
+            if room < frames {
+                bail!(
+                    "the text needs {frames} frames, more than the {room} positions left in the \
+                     AR model's context of {}; split it into shorter sentences",
+                    self.ar.transformer.max_seq_len()
+                );
+            }
+            limits.max_tokens = limits.max_tokens.min(room);
+            return Ok(Request {
+                prompt: TtsPrompt {
+                    text: text.to_vec(),
+                    codes: Vec::new(),
+                    durations: Some(durations),
+                },
+                limits,
+                seed,
+            });
+        }
         let (text, codes) = match prompt {
             Some(p) if !p.text.is_empty() => {
                 let mut ids = p.text.clone();
@@ -257,7 +287,7 @@ impl Pipeline {
             limits.min_tokens = limits.min_tokens.min(room);
         }
         Ok(Request {
-            prompt: TtsPrompt { text, codes },
+            prompt: TtsPrompt::new(text, codes),
             limits,
             seed,
         })
@@ -338,6 +368,10 @@ pub struct LengthArgs {
     /// At most this many codes per text token.
     #[arg(long, default_value_t = 20.0)]
     pub max_ratio: f32,
+    /// Aligned AR models: scales the predicted phone durations (above 1 speaks slower); the
+    /// length bounds then follow the predicted frame count instead of the ratios above.
+    #[arg(long, default_value_t = 1.0)]
+    pub pace: f32,
 }
 
 /// Sampling settings of the AR stage.

@@ -23,7 +23,7 @@ use voxspec_data::{
 };
 use voxspec_draft::{DistillConfig, DraftSpec, DraftTask};
 use voxspec_mtp::{
-    MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
+    AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
     NarTaskConfig, load_mtp, save_mtp, save_nar,
 };
 use voxspec_train::{TrainConfig, TrainTask, Trainer, list_checkpoints};
@@ -107,6 +107,23 @@ pub struct MtpArgs {
     /// Loss weight of each head, comma-separated (default: all 1).
     #[arg(long, value_delimiter = ',')]
     head_weights: Vec<f32>,
+    /// Aligned model: the text is phones with forced-alignment durations, every code step sees
+    /// the phones of the frames ahead, and a duration predictor is trained alongside (needs a
+    /// phoneme tokenizer and a manifest with alignments, `voxspec prepare` with TextGrids).
+    /// auto: aligned when every training utterance has durations.
+    #[arg(long, value_enum, default_value = "auto")]
+    alignment: AlignmentMode,
+}
+
+/// Whether the AR model is trained aligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AlignmentMode {
+    /// Aligned when every training utterance has durations.
+    Auto,
+    /// Aligned; an error when some training utterance has no durations.
+    On,
+    /// Plain VALL-E style model (the alignment is left to attention).
+    Off,
 }
 
 /// Train the NAR model that fills RVQ layers 2..N of the target frames from the text, the
@@ -366,8 +383,36 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
     let common = &args.common;
     let pairs = load_pairs(common)?;
+    let with_durations = pairs.train.iter().filter(|i| i.durations.is_some()).count();
+    let aligned = match args.alignment {
+        AlignmentMode::Off => false,
+        AlignmentMode::Auto => with_durations == pairs.train.len(),
+        AlignmentMode::On => {
+            anyhow::ensure!(
+                with_durations == pairs.train.len(),
+                "--alignment on: {} of {} training utterances have no durations (they need a \
+                 phoneme tokenizer and alignments in the manifest: `voxspec prepare` with \
+                 TextGrids)",
+                pairs.train.len() - with_durations,
+                pairs.train.len()
+            );
+            true
+        }
+    };
+    println!(
+        "AR model: {} ({with_durations} of {} training utterances have durations)",
+        if aligned {
+            "aligned (phone track + duration predictor)"
+        } else {
+            "plain (alignment left to attention)"
+        },
+        pairs.train.len()
+    );
     let mut model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
         .with_n_heads(args.heads);
+    if aligned {
+        model.alignment = Some(AlignConfig::new().with_lookahead(args.heads.max(4)));
+    }
     model.transformer.max_seq_len = seq_capacity(&pairs, model.transformer.max_seq_len);
     let settings = run_settings(
         common,
@@ -389,7 +434,7 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
         task: settings.task.clone(),
         train: MtpData::new(&pairs.train, &settings.model, settings.task.bucket.clone()),
         valid: (!pairs.dev.is_empty())
-            .then(|| MtpData::new(&pairs.dev, &settings.model, valid_bucket)),
+            .then(|| MtpData::new(&pairs.dev, &settings.model, valid_bucket).with_shuffled_text()),
     };
     let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
     let file = MtpFile {

@@ -37,6 +37,8 @@ pub struct TtsItem {
     pub text: Vec<u32>,
     /// Codec codes `[n_q, T]`.
     pub codes: Codes,
+    /// Frames of each text token (from a forced alignment; sums to `T`), when known.
+    pub durations: Option<Vec<u32>>,
 }
 
 /// Text tokens joined with codec codes by utterance id, held in memory.
@@ -82,6 +84,7 @@ impl TtsDataset {
                 speaker: u.speaker.clone(),
                 text,
                 codes: codes.clone(),
+                durations: None,
             });
         }
         if skipped > 0 {
@@ -352,6 +355,7 @@ mod tests {
             speaker: "s".into(),
             text,
             codes: Codes::new(2, t, data).unwrap(),
+            durations: None,
         }
     }
 

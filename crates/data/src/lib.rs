@@ -9,6 +9,7 @@
 pub mod bucket;
 pub mod corpus;
 pub mod dataset;
+pub mod durations;
 pub mod error;
 mod fsutil;
 pub mod manifest;
@@ -24,6 +25,7 @@ pub use dataset::{
     AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,
     TtsBatcher, TtsDataset, TtsItem,
 };
+pub use durations::alignment_frames;
 pub use error::{DataError, Result};
 pub use fsutil::write_atomic;
 pub use manifest::{Utterance, read_manifest, write_manifest};

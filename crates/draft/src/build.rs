@@ -132,6 +132,8 @@ impl DraftSpec {
         let trained = self.trained_layers()?;
         let mut patterns = vec![
             r"^embedding\.".to_string(),
+            r"^track\.".to_string(),
+            r"^duration\.".to_string(),
             r"^transformer\.norm\.".to_string(),
             r"^transformer\.positions\.".to_string(),
         ];
@@ -158,6 +160,7 @@ pub fn build_draft(target: &MtpModel, spec: &DraftSpec) -> Result<MtpModel> {
         target.embedding.clone(),
         transformer,
         head,
+        target.track.clone().zip(target.duration.clone()),
         target.text_vocab(),
         target.codebook_size(),
     )?)

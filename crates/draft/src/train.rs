@@ -79,7 +79,9 @@ impl TrainTask for DraftTask {
         batch: &MtpBatch,
         _phase: usize,
     ) -> voxspec_train::Result<Losses> {
-        let hidden = model.hidden(batch.ids.clone()).map_err(TrainError::task)?;
+        let hidden = model
+            .hidden(batch.ids.clone(), batch.track.clone())
+            .map_err(TrainError::task)?;
         let logits = model.head_logits(hidden, 1);
         let draft_logits = logits[0].clone();
         let (ce, _) = mtp_loss(logits, batch, &[1.0]);
@@ -89,7 +91,7 @@ impl TrainTask for DraftTask {
             let tau = self.distill.temperature;
             let hidden = self
                 .target
-                .hidden(batch.ids.clone())
+                .hidden(batch.ids.clone(), batch.track.clone())
                 .map_err(TrainError::task)?;
             // [batch, time, vocab], no gradient into the target
             let target_logits = self.target.head_logits(hidden, 1)[0].clone().detach();

@@ -103,6 +103,7 @@ fn fine_tuning_moves_only_the_trained_tensors() {
             speaker: "s".into(),
             text: vec![1 + i % 3, 4],
             codes: Codes::new(1, 5, (0..5).map(|j| (i + j) % 6).collect()).expect("codes"),
+            durations: None,
         })
         .collect();
     let bucket = BucketConfig {
@@ -181,6 +182,7 @@ fn a_draft_with_everything_frozen_is_refused() {
         speaker: "s".into(),
         text: vec![1],
         codes: Codes::new(1, 3, vec![0, 1, 2]).expect("codes"),
+        durations: None,
     }];
     let bucket = BucketConfig {
         max_items: 1,

@@ -6,22 +6,32 @@
 //!   any `k ≤ n` can be used at inference.
 //! - [`MtpModel`] implements [`voxspec_infer::LanguageModel`] with a KV cache ([`MtpCache`])
 //!   and [`TtsPrompt`]s, so every decoder of `voxspec-infer` drives it.
+//! - Aligned models ([`AlignConfig`]): the text is phones with durations (forced alignments in
+//!   training, a [`DurationPredictor`] at inference) and every code step sees the phones of the
+//!   frames ahead through a [`PhoneTrack`]; see [`track`].
 //! - [`MtpTask`]: the model as a `voxspec-train` task with the paper's sum-over-heads loss.
 //! - [`NarConfig`] → [`NarModel`], [`NarTask`]: VALL-E's NAR stage filling RVQ layers
 //!   `1..n_q` from the text, the prompt and the layers below.
 
 pub mod checkpoint;
+pub mod duration;
 pub mod error;
 pub mod lm;
 pub mod model;
 pub mod nar;
 pub mod nar_train;
+pub mod track;
 pub mod train;
 
 pub use checkpoint::{MtpFile, NarFile, load_mtp, load_nar, save_mtp, save_nar};
+pub use duration::DurationPredictor;
 pub use error::{MtpError, Result};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
 pub use nar::{NarConfig, NarInput, NarItem, NarModel};
 pub use nar_train::{NarBatch, NarData, NarTask, NarTaskConfig};
-pub use train::{MtpBatch, MtpData, MtpTask, MtpTaskConfig, host_batch, mtp_loss};
+pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout};
+pub use train::{
+    BatchItem, DurationBatch, HostBatch, MtpBatch, MtpData, MtpTask, MtpTaskConfig, duration_loss,
+    host_batch, mtp_loss, rescale_durations,
+};

@@ -13,21 +13,46 @@ use voxspec_nn::KvCache;
 
 use crate::error::MtpError;
 use crate::model::MtpModel;
+use crate::track::FrameTrack;
 
 /// What a TTS sequence is conditioned on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TtsPrompt {
     /// Text tokens: the prompt's transcript followed by the text to speak (VALL-E continuation).
     pub text: Vec<u32>,
-    /// Stream-0 codes of the acoustic prompt (may be empty).
+    /// Stream-0 codes of the acoustic prompt (may be empty; aligned models take none).
     pub codes: Vec<u32>,
+    /// Aligned models: frames per text token. `None` lets the model's duration predictor
+    /// choose them at prefill; plain models take none.
+    pub durations: Option<Vec<u32>>,
 }
 
-/// Decoding state of a batch: the KV cache.
+impl TtsPrompt {
+    /// A prompt of text and acoustic-prompt codes, durations left to the model.
+    pub fn new(text: Vec<u32>, codes: Vec<u32>) -> Self {
+        Self {
+            text,
+            codes,
+            durations: None,
+        }
+    }
+}
+
+/// Decoding state of a batch: the KV cache and, for an aligned model, each sequence's phone
+/// track (a function of the position, so truncating the cache is the whole rollback).
 #[derive(Debug, Clone)]
 pub struct MtpCache {
     /// Keys and values of every layer.
     pub kv: KvCache,
+    /// Per sequence: the number of text tokens before SEP and the frame track.
+    tracks: Vec<Option<(usize, FrameTrack)>>,
+}
+
+impl MtpCache {
+    /// The track of sequence `b` (aligned models, after prefill).
+    pub fn track(&self, b: usize) -> Option<&FrameTrack> {
+        self.tracks.get(b).and_then(|t| t.as_ref().map(|(_, t)| t))
+    }
 }
 
 fn infer_err(e: impl Into<MtpError>) -> InferError {
@@ -59,7 +84,27 @@ impl MtpModel {
                 r
             })
             .collect();
-        let x = self.embed_rows(&padded, width);
+        let track = match self.track.as_ref().map(|t| t.layout()) {
+            None => None,
+            Some(layout) => {
+                let mut ids = Vec::with_capacity(rows.len() * width * layout.slots());
+                for (b, &start) in before.iter().enumerate() {
+                    let Some(Some((text_len, track))) = cache.tracks.get(b) else {
+                        return Err(InferError::InvalidRequest {
+                            detail: format!("sequence {b} has no phone track (prefill first)"),
+                        });
+                    };
+                    for pos in start..start + width {
+                        match pos.checked_sub(*text_len) {
+                            Some(frame) => track.push_ids(frame, &layout, &mut ids),
+                            None => FrameTrack::push_none(1, &layout, &mut ids),
+                        }
+                    }
+                }
+                Some(ids)
+            }
+        };
+        let x = self.embed_rows(&padded, width, track).map_err(infer_err)?;
         let hidden = self
             .transformer
             .forward_cached(x, &mut cache.kv)
@@ -106,6 +151,44 @@ impl MtpModel {
     }
 }
 
+impl MtpModel {
+    /// The phone track of a prompt for an aligned model (`None` for a plain one).
+    fn prompt_track(&self, prompt: &TtsPrompt) -> Result<Option<(usize, FrameTrack)>, MtpError> {
+        if !self.is_aligned() {
+            if prompt.durations.is_some() {
+                return Err(MtpError::InvalidInput {
+                    detail: "durations given to an AR model that is not aligned".into(),
+                });
+            }
+            return Ok(None);
+        }
+        if !prompt.codes.is_empty() {
+            return Err(MtpError::InvalidInput {
+                detail: "an aligned AR model does not continue an acoustic prompt (the voice \
+                         prompt conditions the NAR stage)"
+                    .into(),
+            });
+        }
+        let durations = match &prompt.durations {
+            Some(d) => d.clone(),
+            None => self.predict_durations(&prompt.text, 1.0)?,
+        };
+        if durations.len() != prompt.text.len() {
+            return Err(MtpError::InvalidInput {
+                detail: format!(
+                    "{} durations for {} text tokens",
+                    durations.len(),
+                    prompt.text.len()
+                ),
+            });
+        }
+        Ok(Some((
+            prompt.text.len(),
+            FrameTrack::new(&prompt.text, &durations),
+        )))
+    }
+}
+
 impl LanguageModel for MtpModel {
     type Prompt = TtsPrompt;
     type Cache = MtpCache;
@@ -131,7 +214,10 @@ impl LanguageModel for MtpModel {
             .transformer
             .new_cache(batch, capacity, &self.device())
             .map_err(infer_err)?;
-        Ok(MtpCache { kv })
+        Ok(MtpCache {
+            kv,
+            tracks: vec![None; batch],
+        })
     }
 
     fn prefill(
@@ -150,6 +236,18 @@ impl LanguageModel for MtpModel {
             .map(|p| self.prefix_ids(&p.text, &p.codes))
             .collect::<Result<Vec<_>, _>>()
             .map_err(infer_err)?;
+        if prompts.len() != cache.tracks.len() {
+            return Err(InferError::InvalidRequest {
+                detail: format!(
+                    "{} prompts for a cache of {} sequences",
+                    prompts.len(),
+                    cache.tracks.len()
+                ),
+            });
+        }
+        for (b, p) in prompts.iter().enumerate() {
+            cache.tracks[b] = self.prompt_track(p).map_err(infer_err)?;
+        }
         let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
         let hidden = self.run_rows(cache, &rows)?;
         self.logits(

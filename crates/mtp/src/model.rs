@@ -23,7 +23,9 @@ use burn::tensor::activation::silu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_nn::{Transformer, TransformerConfig};
 
+use crate::duration::DurationPredictor;
 use crate::error::{MtpError, Result as MtpResult};
+use crate::track::{AlignConfig, PhoneTrack, TrackLayout};
 
 /// Configuration of an [`MtpModel`].
 #[derive(Config, Debug)]
@@ -37,6 +39,11 @@ pub struct MtpConfig {
     pub n_heads: usize,
     /// The decoder-only transformer.
     pub transformer: TransformerConfig,
+    /// Phone track and duration predictor (an aligned model: the text is phones and every code
+    /// step sees the phones of the frames ahead; see [`crate::track`]). `None`: plain VALL-E
+    /// style model that must learn the alignment by attention.
+    #[config(default = "None")]
+    pub alignment: Option<AlignConfig>,
 }
 
 impl MtpConfig {
@@ -129,7 +136,32 @@ impl MtpConfig {
             });
         }
         self.transformer.validate()?;
+        if let Some(a) = &self.alignment {
+            if a.lookahead == 0 || a.progress == 0 || a.duration_layers == 0 {
+                return Err(MtpError::InvalidConfig {
+                    detail: format!(
+                        "alignment.lookahead, progress and duration_layers must be at least 1: \
+                         {a:?}"
+                    ),
+                });
+            }
+            if !(a.duration_weight.is_finite() && a.duration_weight >= 0.0) {
+                return Err(MtpError::InvalidConfig {
+                    detail: format!(
+                        "alignment.duration_weight must be finite and ≥ 0, got {}",
+                        a.duration_weight
+                    ),
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// The track layout of an aligned model.
+    pub fn track_layout(&self) -> Option<TrackLayout> {
+        self.alignment
+            .as_ref()
+            .map(|a| TrackLayout::new(self.text_vocab, a))
     }
 
     /// Builds the model with fresh weights on `device`.
@@ -150,10 +182,29 @@ impl MtpConfig {
                 out: LinearConfig::new(d, self.output_vocab()).init(device),
             })
             .collect();
+        let (track, duration) = match &self.alignment {
+            Some(a) => {
+                let layout = TrackLayout::new(self.text_vocab, a);
+                let t = &self.transformer;
+                let duration = DurationPredictor::init(
+                    self.text_vocab,
+                    d,
+                    t.n_heads,
+                    a.duration_layers,
+                    t.dropout,
+                    t.max_seq_len,
+                    device,
+                )?;
+                (Some(PhoneTrack::init(&layout, d, device)), Some(duration))
+            }
+            None => (None, None),
+        };
         Ok(MtpModel {
             embedding: EmbeddingConfig::new(self.input_vocab(), d).init(device),
             transformer: self.transformer.init(device)?,
             heads,
+            track,
+            duration,
             text_vocab: self.text_vocab,
             codebook_size: self.codebook_size,
         })
@@ -192,12 +243,17 @@ pub struct MtpModel {
     pub transformer: Transformer,
     /// Head `i` predicts the code `i + 1` positions ahead.
     pub heads: Vec<MtpHead>,
+    /// Phone-track embedding of an aligned model (added to every position's input).
+    pub track: Option<PhoneTrack>,
+    /// Duration predictor of an aligned model.
+    pub duration: Option<DurationPredictor>,
     text_vocab: usize,
     codebook_size: usize,
 }
 
 impl MtpModel {
-    /// A model from existing parts (e.g. a draft assembled from a target's layers).
+    /// A model from existing parts (e.g. a draft assembled from a target's layers; an aligned
+    /// target's track and duration predictor go with it).
     ///
     /// # Errors
     /// [`MtpError::InvalidConfig`] when there is no head or the parts disagree on widths.
@@ -205,6 +261,7 @@ impl MtpModel {
         embedding: Embedding,
         transformer: Transformer,
         heads: Vec<MtpHead>,
+        alignment: Option<(PhoneTrack, DurationPredictor)>,
         text_vocab: usize,
         codebook_size: usize,
     ) -> MtpResult<Self> {
@@ -225,13 +282,39 @@ impl MtpModel {
                 transformer.d_model()
             ));
         }
+        let (track, duration) = match alignment {
+            Some((t, d)) => (Some(t), Some(d)),
+            None => (None, None),
+        };
         Ok(Self {
             embedding,
             transformer,
             heads,
+            track,
+            duration,
             text_vocab,
             codebook_size,
         })
+    }
+
+    /// Whether the model is aligned (reads a phone track; needs durations).
+    pub fn is_aligned(&self) -> bool {
+        self.track.is_some()
+    }
+
+    /// Frames per text token predicted by an aligned model's duration predictor (`pace` > 1
+    /// speaks slower).
+    ///
+    /// # Errors
+    /// [`MtpError::InvalidInput`] for a model without one, empty text or a bad pace.
+    pub fn predict_durations(&self, text: &[u32], pace: f32) -> MtpResult<Vec<u32>> {
+        match &self.duration {
+            Some(d) => d.predict(text, pace),
+            None => Err(MtpError::InvalidInput {
+                detail: "this AR model has no duration predictor (it was not trained aligned)"
+                    .into(),
+            }),
+        }
     }
 
     /// Number of prediction heads.
@@ -302,31 +385,88 @@ impl MtpModel {
             .collect()
     }
 
-    /// Embeds a batch of equally long id rows.
+    /// Embeds a batch of equally long id rows (and their track ids for an aligned model).
     ///
     /// # Shapes
     /// - `ids`: `batch` rows of `time` ids each
+    /// - `track`: `batch · time · slots` ids, row-major, for an aligned model
     /// - output: `[batch, time, d_model]`
-    pub(crate) fn embed_rows(&self, ids: &[Vec<u32>], time: usize) -> Tensor<3> {
+    pub(crate) fn embed_rows(
+        &self,
+        ids: &[Vec<u32>],
+        time: usize,
+        track: Option<Vec<u32>>,
+    ) -> MtpResult<Tensor<3>> {
         let flat: Vec<i64> = ids
             .iter()
             .flat_map(|row| row.iter().map(|&id| i64::from(id)))
             .collect();
-        let ids =
-            Tensor::<2, Int>::from_data(TensorData::new(flat, [ids.len(), time]), &self.device());
-        self.embedding.forward(ids)
+        let batch = ids.len();
+        let device = self.device();
+        let ids = Tensor::<2, Int>::from_data(TensorData::new(flat, [batch, time]), &device);
+        let track = track.map(|t| {
+            let slots = t.len() / (batch * time).max(1);
+            let t: Vec<i64> = t.into_iter().map(i64::from).collect();
+            Tensor::<3, Int>::from_data(TensorData::new(t, [batch, time, slots]), &device)
+        });
+        self.embed(ids, track)
+    }
+
+    /// Input embeddings: the ids' embedding plus, for an aligned model, the phone track.
+    ///
+    /// # Shapes
+    /// - `ids`: `[batch, time]`
+    /// - `track`: `[batch, time, slots]` track ids (see [`crate::track`]); required by an
+    ///   aligned model, refused by a plain one
+    /// - output: `[batch, time, d_model]`
+    ///
+    /// # Errors
+    /// [`MtpError::InvalidInput`] when the track is missing, unexpected or of the wrong shape.
+    pub fn embed(
+        &self,
+        ids: Tensor<2, Int>,
+        track: Option<Tensor<3, Int>>,
+    ) -> MtpResult<Tensor<3>> {
+        let [batch, time] = ids.dims();
+        let x = self.embedding.forward(ids);
+        match (&self.track, track) {
+            (None, None) => Ok(x),
+            (Some(t), Some(ids)) => {
+                let dims = ids.dims();
+                if dims != [batch, time, t.slots()] {
+                    return Err(MtpError::InvalidInput {
+                        detail: format!(
+                            "track ids of shape {dims:?}; [{batch}, {time}, {}] expected",
+                            t.slots()
+                        ),
+                    });
+                }
+                Ok(x + t.forward(ids))
+            }
+            (Some(_), None) => Err(MtpError::InvalidInput {
+                detail: "an aligned AR model needs the phone track (durations)".into(),
+            }),
+            (None, Some(_)) => Err(MtpError::InvalidInput {
+                detail: "this AR model is not aligned; it takes no phone track".into(),
+            }),
+        }
     }
 
     /// Hidden states of whole sequences (training, scoring).
     ///
     /// # Shapes
     /// - `ids`: `[batch, time]` input ids (right-padded; outputs at padding are unspecified)
+    /// - `track`: `[batch, time, slots]` for an aligned model, else `None`
     /// - output: `[batch, time, d_model]`
     ///
     /// # Errors
-    /// [`MtpError::Nn`] when the sequence exceeds `max_seq_len`.
-    pub fn hidden(&self, ids: Tensor<2, Int>) -> MtpResult<Tensor<3>> {
-        let x = self.embedding.forward(ids);
+    /// [`MtpError::Nn`] when the sequence exceeds `max_seq_len`; as [`embed`](Self::embed).
+    pub fn hidden(
+        &self,
+        ids: Tensor<2, Int>,
+        track: Option<Tensor<3, Int>>,
+    ) -> MtpResult<Tensor<3>> {
+        let x = self.embed(ids, track)?;
         Ok(self.transformer.forward(x, None)?)
     }
 
@@ -347,12 +487,17 @@ impl MtpModel {
     ///
     /// # Shapes
     /// - `ids`: `[batch, time]` input ids
+    /// - `track`: `[batch, time, slots]` for an aligned model, else `None`
     /// - output: `n_heads` tensors `[batch, time, codebook_size + 1]`
     ///
     /// # Errors
     /// As [`hidden`](Self::hidden).
-    pub fn forward(&self, ids: Tensor<2, Int>) -> MtpResult<Vec<Tensor<3>>> {
-        let hidden = self.hidden(ids)?;
+    pub fn forward(
+        &self,
+        ids: Tensor<2, Int>,
+        track: Option<Tensor<3, Int>>,
+    ) -> MtpResult<Vec<Tensor<3>>> {
+        let hidden = self.hidden(ids, track)?;
         Ok(self.head_logits(hidden, self.heads.len()))
     }
 }

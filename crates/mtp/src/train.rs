@@ -12,51 +12,95 @@
 //! ```
 
 use burn::tensor::activation::log_softmax;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TtsItem, bucket_batches};
 use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
 
 use crate::model::{MtpConfig, MtpModel};
+use crate::track::FrameTrack;
 
 /// A padded batch ready for the model.
 #[derive(Debug, Clone)]
 pub struct MtpBatch {
     /// Input ids `[batch, time]`, right-padded.
     pub ids: Tensor<2, Int>,
+    /// Phone-track ids `[batch, time, slots]` of an aligned model.
+    pub track: Option<Tensor<3, Int>>,
     /// Target class of head `i` at each position, `[heads, batch, time]` (0 where none).
     pub targets: Tensor<3, Int>,
     /// 1 where head `i` has a target at that position, else 0: `[heads, batch, time]`.
     pub weights: Tensor<3>,
+    /// Duration targets of an aligned model.
+    pub durations: Option<DurationBatch>,
+    /// The same audio with another utterance's text (validation only: the text-use diagnostic).
+    pub shuffled: Option<Box<MtpBatch>>,
     /// Code targets of head 0 (the tokens a step trains on), for throughput.
     pub tokens: usize,
 }
 
-/// Host-side pieces of a batch: `(ids, targets, weights, head-0 targets)`; rows are right-padded
-/// to the longest sequence.
-pub type HostBatch = (Vec<i64>, Vec<i64>, Vec<f32>, usize, [usize; 2]);
+/// The duration predictor's part of a batch.
+#[derive(Debug, Clone)]
+pub struct DurationBatch {
+    /// Text ids `[batch, len]`, right-padded.
+    pub ids: Tensor<2, Int>,
+    /// True at real phones, `[batch, len]`.
+    pub mask: Tensor<2, Bool>,
+    /// `ln(1 + frames)` per phone, `[batch, len]` (0 at padding).
+    pub target: Tensor<2>,
+}
 
-/// Builds the ids and per-head targets of `items` (text, stream-0 codes) for a model of `config`.
+/// One training example: text tokens, stream-0 codes and (aligned models) frames per text token.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchItem<'a> {
+    /// Text token ids.
+    pub text: &'a [u32],
+    /// Stream-0 codes.
+    pub codes: &'a [u32],
+    /// Frames per text token, summing to `codes.len()` (required by an aligned model).
+    pub durations: Option<&'a [u32]>,
+}
+
+/// Host-side pieces of a batch (rows right-padded to the longest sequence).
+#[derive(Debug, Clone)]
+pub struct HostBatch {
+    /// Input ids `[batch, width]`.
+    pub ids: Vec<i64>,
+    /// Track ids `[batch, width, slots]` (aligned models).
+    pub track: Option<Vec<i64>>,
+    /// Targets `[heads, batch, width]`.
+    pub targets: Vec<i64>,
+    /// Target weights `[heads, batch, width]`.
+    pub weights: Vec<f32>,
+    /// Duration ids, mask and `ln(1 + frames)` targets, each `[batch, text_width]`.
+    pub durations: Option<(Vec<i64>, Vec<bool>, Vec<f32>, usize)>,
+    /// Head-0 targets.
+    pub tokens: usize,
+    /// `[batch, width]`.
+    pub shape: [usize; 2],
+}
+
+/// Builds the ids and per-head targets of `items` for a model of `config`.
 ///
 /// # Errors
-/// [`TrainError::Task`] naming the item whose text is empty or whose tokens fall outside the
-/// vocabularies.
-pub fn host_batch(
-    config: &MtpConfig,
-    items: &[(&[u32], &[u32])],
-) -> voxspec_train::Result<HostBatch> {
+/// [`TrainError::Task`] naming the item whose text is empty, whose tokens fall outside the
+/// vocabularies, or (aligned models) whose durations are missing or do not add up to its codes.
+pub fn host_batch(config: &MtpConfig, items: &[BatchItem<'_>]) -> voxspec_train::Result<HostBatch> {
     let heads = config.n_heads;
+    let layout = config.track_layout();
     let width = items
         .iter()
-        .map(|(t, c)| t.len() + 1 + c.len())
+        .map(|i| i.text.len() + 1 + i.codes.len())
         .max()
         .unwrap_or(1);
     let batch = items.len();
     let mut ids = vec![0i64; batch * width];
     let mut targets = vec![0i64; heads * batch * width];
     let mut weights = vec![0f32; heads * batch * width];
+    let mut track_rows: Vec<u32> = Vec::new();
     let mut tokens = 0;
-    for (b, (text, codes)) in items.iter().enumerate() {
+    for (b, item) in items.iter().enumerate() {
+        let (text, codes) = (item.text, item.codes);
         if text.is_empty() {
             return Err(TrainError::task(format!(
                 "item {b} of the batch has no text tokens"
@@ -82,6 +126,14 @@ pub fn host_batch(
         for (j, &c) in codes.iter().enumerate() {
             row[text.len() + 1 + j] = i64::from(config.code_id(c));
         }
+        if let Some(layout) = &layout {
+            let track = aligned_track(b, item)?;
+            FrameTrack::push_none(text.len(), layout, &mut track_rows);
+            // SEP is frame 0, code c_j is frame j + 1; padding continues past the end.
+            for f in 0..width - text.len() {
+                track.push_ids(f, layout, &mut track_rows);
+            }
+        }
         // y_j = c_j for j < T, y_T = EOS; head i at position L + j predicts y_{j+i}.
         let t_len = codes.len();
         let y = |j: usize| if j < t_len { codes[j] } else { config.eos() };
@@ -97,20 +149,130 @@ pub fn host_batch(
         }
         tokens += t_len + 1;
     }
-    Ok((ids, targets, weights, tokens, [batch, width]))
+    let durations = layout.map(|_| {
+        let text_width = items.iter().map(|i| i.text.len()).max().unwrap_or(1);
+        let mut d_ids = vec![0i64; batch * text_width];
+        let mut mask = vec![false; batch * text_width];
+        let mut target = vec![0f32; batch * text_width];
+        for (b, item) in items.iter().enumerate() {
+            let frames = item.durations.unwrap_or_default();
+            for (k, (&t, &d)) in item.text.iter().zip(frames).enumerate() {
+                let at = b * text_width + k;
+                d_ids[at] = i64::from(t);
+                mask[at] = true;
+                target[at] = (d as f32).ln_1p();
+            }
+        }
+        (d_ids, mask, target, text_width)
+    });
+    Ok(HostBatch {
+        ids,
+        track: layout.map(|_| track_rows.into_iter().map(i64::from).collect()),
+        targets,
+        weights,
+        durations,
+        tokens,
+        shape: [batch, width],
+    })
+}
+
+/// The frame track of an aligned item, after checking its durations.
+fn aligned_track(b: usize, item: &BatchItem<'_>) -> voxspec_train::Result<FrameTrack> {
+    let Some(durations) = item.durations else {
+        return Err(TrainError::task(format!(
+            "item {b} of the batch has no durations; an aligned model trains on phones with \
+             forced alignments (prepare the corpus with TextGrids and use a phoneme tokenizer)"
+        )));
+    };
+    if durations.len() != item.text.len() {
+        return Err(TrainError::task(format!(
+            "item {b}: {} durations for {} text tokens",
+            durations.len(),
+            item.text.len()
+        )));
+    }
+    let total: usize = durations.iter().map(|&d| d as usize).sum();
+    if total != item.codes.len() {
+        return Err(TrainError::task(format!(
+            "item {b}: durations add up to {total} frames, the codes have {}",
+            item.codes.len()
+        )));
+    }
+    Ok(FrameTrack::new(item.text, durations))
+}
+
+/// `durations` stretched to add up to `total` frames (the rounding remainder carried along, the
+/// last phone absorbing what is left); used to pair a text with another utterance's audio.
+pub fn rescale_durations(durations: &[u32], total: usize) -> Vec<u32> {
+    let sum: u32 = durations.iter().sum();
+    if durations.is_empty() {
+        return Vec::new();
+    }
+    let scale = if sum == 0 {
+        0.0
+    } else {
+        total as f64 / f64::from(sum)
+    };
+    let mut carry = 0.0f64;
+    let mut out: Vec<u32> = durations
+        .iter()
+        .map(|&d| {
+            let want = f64::from(d) * scale + carry;
+            let got = want.round().max(0.0);
+            carry = want - got;
+            got as u32
+        })
+        .collect();
+    let got: usize = out.iter().map(|&d| d as usize).sum();
+    if let Some(last) = out.last_mut() {
+        *last = (*last as usize + total).saturating_sub(got) as u32;
+    }
+    out
 }
 
 impl MtpBatch {
     /// Uploads a host batch to `device`.
     pub fn from_host(host: HostBatch, heads: usize, device: &Device) -> Self {
-        let (ids, targets, weights, tokens, [batch, width]) = host;
+        let [batch, width] = host.shape;
+        let track = host.track.map(|t| {
+            let slots = t.len() / (batch * width).max(1);
+            Tensor::from_data(TensorData::new(t, [batch, width, slots]), device)
+        });
+        let durations = host
+            .durations
+            .map(|(ids, mask, target, len)| DurationBatch {
+                ids: Tensor::from_data(TensorData::new(ids, [batch, len]), device),
+                mask: Tensor::from_data(TensorData::new(mask, [batch, len]), device),
+                target: Tensor::from_data(TensorData::new(target, [batch, len]), device),
+            });
         MtpBatch {
-            ids: Tensor::from_data(TensorData::new(ids, [batch, width]), device),
-            targets: Tensor::from_data(TensorData::new(targets, [heads, batch, width]), device),
-            weights: Tensor::from_data(TensorData::new(weights, [heads, batch, width]), device),
-            tokens,
+            ids: Tensor::from_data(TensorData::new(host.ids, [batch, width]), device),
+            track,
+            targets: Tensor::from_data(
+                TensorData::new(host.targets, [heads, batch, width]),
+                device,
+            ),
+            weights: Tensor::from_data(
+                TensorData::new(host.weights, [heads, batch, width]),
+                device,
+            ),
+            durations,
+            shuffled: None,
+            tokens: host.tokens,
         }
     }
+}
+
+/// Mean squared error of the predicted `ln(1 + frames)` over real phones.
+///
+/// # Shapes
+/// - `predicted`: `[batch, len]`; `batch.target`, `batch.mask`: `[batch, len]`
+/// - output: `[1]`
+pub fn duration_loss(predicted: Tensor<2>, batch: &DurationBatch) -> Tensor<1> {
+    let mask = batch.mask.clone().float();
+    let count = mask.clone().sum().clamp_min(1.0);
+    let err = predicted - batch.target.clone();
+    (err.clone() * err * mask).sum() / count
 }
 
 /// Per-head cross-entropy of a batch: `(sum over heads of weight_i · mean CE_i, [CE_i])`.
@@ -155,29 +317,48 @@ pub struct MtpTaskConfig {
     pub bucket: BucketConfig,
 }
 
-/// (text, stream-0 codes) pairs in memory with a deterministic bucketed plan per epoch.
+/// (text, stream-0 codes, durations) in memory with a deterministic bucketed plan per epoch.
 #[derive(Debug, Clone)]
 pub struct MtpData {
-    items: Vec<(Vec<u32>, Vec<u32>)>,
+    items: Vec<(Vec<u32>, Vec<u32>, Option<Vec<u32>>)>,
     lengths: Vec<usize>,
     config: MtpConfig,
     bucket: BucketConfig,
+    shuffled: bool,
 }
 
 impl MtpData {
-    /// Keeps stream 0 of each item's codes.
+    /// Keeps stream 0 of each item's codes (and its durations, for aligned models).
     pub fn new(items: &[TtsItem], config: &MtpConfig, bucket: BucketConfig) -> Self {
-        let items: Vec<(Vec<u32>, Vec<u32>)> = items
+        let items: Vec<_> = items
             .iter()
-            .map(|i| (i.text.clone(), i.codes.stream(0).to_vec()))
+            .map(|i| {
+                (
+                    i.text.clone(),
+                    i.codes.stream(0).to_vec(),
+                    i.durations.clone(),
+                )
+            })
             .collect();
-        let lengths = items.iter().map(|(t, c)| t.len() + 1 + c.len()).collect();
+        let lengths = items
+            .iter()
+            .map(|(t, c, _)| t.len() + 1 + c.len())
+            .collect();
         Self {
             items,
             lengths,
             config: config.clone(),
             bucket,
+            shuffled: false,
         }
+    }
+
+    /// Also builds, for every batch, the same audio paired with the next item's text (and its
+    /// durations stretched to the audio): validation then reports `head0_shuffled_text`, the
+    /// diagnostic of whether the model uses its text.
+    pub fn with_shuffled_text(mut self) -> Self {
+        self.shuffled = true;
+        self
     }
 
     /// Number of utterances.
@@ -192,6 +373,37 @@ impl MtpData {
 
     fn plan(&self, epoch: usize) -> voxspec_train::Result<Vec<Vec<usize>>> {
         bucket_batches(&self.lengths, &self.bucket, epoch as u64).map_err(TrainError::task)
+    }
+
+    /// The text-shuffled batch: item `b` keeps its codes and takes the text of the next item
+    /// of the whole set (a derangement, so no item keeps its own text).
+    fn shuffled_batch(
+        &self,
+        indices: &[usize],
+        device: &Device,
+    ) -> voxspec_train::Result<MtpBatch> {
+        let n = self.items.len();
+        let stretched: Vec<Option<Vec<u32>>> = indices
+            .iter()
+            .map(|&i| {
+                let other = &self.items[(i + 1) % n];
+                other
+                    .2
+                    .as_ref()
+                    .map(|d| rescale_durations(d, self.items[i].1.len()))
+            })
+            .collect();
+        let items: Vec<BatchItem<'_>> = indices
+            .iter()
+            .zip(&stretched)
+            .map(|(&i, d)| BatchItem {
+                text: &self.items[(i + 1) % n].0,
+                codes: &self.items[i].1,
+                durations: d.as_deref(),
+            })
+            .collect();
+        let host = host_batch(&self.config, &items)?;
+        Ok(MtpBatch::from_host(host, self.config.n_heads, device))
     }
 }
 
@@ -210,12 +422,20 @@ impl BatchSource<MtpBatch> for MtpData {
         let indices = plan.get(index).ok_or_else(|| {
             TrainError::task(format!("batch {index} of epoch {epoch} does not exist"))
         })?;
-        let items: Vec<(&[u32], &[u32])> = indices
+        let items: Vec<BatchItem<'_>> = indices
             .iter()
-            .map(|&i| (self.items[i].0.as_slice(), self.items[i].1.as_slice()))
+            .map(|&i| BatchItem {
+                text: &self.items[i].0,
+                codes: &self.items[i].1,
+                durations: self.items[i].2.as_deref(),
+            })
             .collect();
         let host = host_batch(&self.config, &items)?;
-        Ok(MtpBatch::from_host(host, self.config.n_heads, device))
+        let mut batch = MtpBatch::from_host(host, self.config.n_heads, device);
+        if self.shuffled && self.items.len() > 1 {
+            batch.shuffled = Some(Box::new(self.shuffled_batch(indices, device)?));
+        }
+        Ok(batch)
     }
 }
 
@@ -257,16 +477,38 @@ impl TrainTask for MtpTask {
         batch: &MtpBatch,
         _phase: usize,
     ) -> voxspec_train::Result<Losses> {
-        let logits = model.forward(batch.ids.clone()).map_err(TrainError::task)?;
-        let (total, per_head) = mtp_loss(logits, batch, &self.task.head_weights);
-        Ok(Losses {
-            total,
-            terms: per_head
-                .into_iter()
-                .enumerate()
-                .map(|(i, ce)| (format!("head{i}"), ce))
-                .collect(),
-        })
+        let logits = model
+            .forward(batch.ids.clone(), batch.track.clone())
+            .map_err(TrainError::task)?;
+        let (mut total, per_head) = mtp_loss(logits, batch, &self.task.head_weights);
+        let mut terms: Vec<(String, Tensor<1>)> = per_head
+            .into_iter()
+            .enumerate()
+            .map(|(i, ce)| (format!("head{i}"), ce))
+            .collect();
+        if let (Some(predictor), Some(d)) = (&model.duration, &batch.durations) {
+            let predicted = predictor
+                .forward(d.ids.clone(), d.mask.clone())
+                .map_err(TrainError::task)?;
+            let loss = duration_loss(predicted, d);
+            let weight = self
+                .model
+                .alignment
+                .as_ref()
+                .map_or(1.0, |a| a.duration_weight);
+            total = total + loss.clone() * weight;
+            terms.push(("duration".into(), loss));
+        }
+        if let Some(shuffled) = &batch.shuffled {
+            let logits = model
+                .forward(shuffled.ids.clone(), shuffled.track.clone())
+                .map_err(TrainError::task)?;
+            let (_, ce) = mtp_loss(logits, shuffled, &[1.0]);
+            if let Some(head0) = ce.into_iter().next() {
+                terms.push(("head0_shuffled_text".into(), head0));
+            }
+        }
+        Ok(Losses { total, terms })
     }
 
     fn config(&self) -> serde_json::Value {

@@ -24,8 +24,8 @@ fn saved_models_load_back_identical() {
     save_mtp(dir.path(), &file, &model).expect("save");
     let (loaded_file, loaded) = load_mtp(dir.path(), &device).expect("load");
     assert_eq!(loaded_file.model.n_heads, 4);
-    let a = model.forward(ids()).expect("forward");
-    let b = loaded.forward(ids()).expect("forward");
+    let a = model.forward(ids(), None).expect("forward");
+    let b = loaded.forward(ids(), None).expect("forward");
     for (x, y) in a.into_iter().zip(b) {
         let x = x.into_data().try_into_vec::<f32>().expect("f32");
         let y = y.into_data().try_into_vec::<f32>().expect("f32");

@@ -31,6 +31,7 @@ fn requests() -> Vec<Request<TtsPrompt>> {
             prompt: TtsPrompt {
                 text: vec![1, 2, 3],
                 codes: vec![4, 5],
+                durations: None,
             },
             limits: Limits {
                 min_tokens: 2,
@@ -42,6 +43,7 @@ fn requests() -> Vec<Request<TtsPrompt>> {
             prompt: TtsPrompt {
                 text: vec![7],
                 codes: vec![],
+                durations: None,
             },
             limits: Limits {
                 min_tokens: 1,
@@ -53,6 +55,7 @@ fn requests() -> Vec<Request<TtsPrompt>> {
             prompt: TtsPrompt {
                 text: vec![2, 2, 9, 9, 1],
                 codes: vec![0, 1, 2, 3, 4, 5],
+                durations: None,
             },
             limits: Limits {
                 min_tokens: 3,

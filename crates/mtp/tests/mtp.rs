@@ -4,7 +4,9 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_data::{BucketConfig, Codes, TtsItem};
 use voxspec_infer::{LanguageModel, LogitsRequest};
-use voxspec_mtp::{MtpConfig, MtpData, MtpModel, MtpTask, MtpTaskConfig, TtsPrompt, host_batch};
+use voxspec_mtp::{
+    BatchItem, MtpConfig, MtpData, MtpModel, MtpTask, MtpTaskConfig, TtsPrompt, host_batch,
+};
 use voxspec_train::{LrSchedule, OptimConfig, TrainConfig, Trainer};
 
 const TEXT_VOCAB: usize = 12;
@@ -30,7 +32,7 @@ fn ids_tensor(ids: &[u32]) -> Tensor<2, Int> {
 /// Logits of every head at every position of one sequence, from the full forward:
 /// `[time][head][vocab]`.
 fn full_logits(model: &MtpModel, ids: &[u32]) -> Vec<Vec<Vec<f32>>> {
-    let heads = model.forward(ids_tensor(ids)).expect("forward");
+    let heads = model.forward(ids_tensor(ids), None).expect("forward");
     let vocab = CODEBOOK + 1;
     let per_head: Vec<Vec<f32>> = heads.into_iter().map(values).collect();
     (0..ids.len())
@@ -62,10 +64,12 @@ fn cached_ragged_decoding_equals_full_forward() {
         TtsPrompt {
             text: vec![3, 4, 5],
             codes: vec![1, 2],
+            durations: None,
         },
         TtsPrompt {
             text: vec![7],
             codes: vec![9, 9, 0, 4],
+            durations: None,
         },
     ];
     // Continuations fed in ragged blocks: sequence 0 gets 3 then 1 code, sequence 1 gets 1 then 2.
@@ -116,6 +120,7 @@ fn truncate_then_extend_equals_never_extended() {
     let prompt = TtsPrompt {
         text: vec![1, 2],
         codes: vec![3],
+        durations: None,
     };
     let mut cache = model.new_cache(1, 32).expect("cache");
     model
@@ -147,8 +152,22 @@ fn targets_follow_the_paper_layout() {
     let config = MtpConfig::tiny(TEXT_VOCAB, CODEBOOK).with_n_heads(3);
     let text = [5u32, 6];
     let codes = [1u32, 2, 3];
-    let (ids, targets, weights, tokens, [b, w]) =
-        host_batch(&config, &[(&text, &codes)]).expect("batch");
+    let host = host_batch(
+        &config,
+        &[BatchItem {
+            text: &text,
+            codes: &codes,
+            durations: None,
+        }],
+    )
+    .expect("batch");
+    let (ids, targets, weights, tokens, [b, w]) = (
+        host.ids,
+        host.targets,
+        host.weights,
+        host.tokens,
+        host.shape,
+    );
     assert_eq!((b, w), (1, 6));
     let code = |c: u32| i64::from(config.code_id(c));
     assert_eq!(
@@ -180,7 +199,12 @@ fn bad_input_is_refused_with_names() {
     let err = model.code_ids(&[CODEBOOK as u32]).unwrap_err().to_string();
     assert!(err.contains("code token 10"), "{err}");
     let config = MtpConfig::tiny(TEXT_VOCAB, CODEBOOK);
-    assert!(host_batch(&config, &[(&[], &[1])]).is_err());
+    let empty = BatchItem {
+        text: &[],
+        codes: &[1],
+        durations: None,
+    };
+    assert!(host_batch(&config, &[empty]).is_err());
 }
 
 /// Codes that step by +1 (mod the codebook) are predictable any number of steps ahead: training
@@ -200,6 +224,7 @@ fn training_teaches_every_head() {
                 speaker: "s".into(),
                 text: vec![1 + (i % 5), 2],
                 codes: Codes::new(1, len, codes).expect("codes"),
+                durations: None,
             }
         })
         .collect();

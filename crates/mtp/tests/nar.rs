@@ -83,6 +83,7 @@ fn training_learns_the_upper_layers() {
                 speaker: "s".into(),
                 text: vec![1 + i % 6],
                 codes: Codes::new(NQ, n, flat).expect("codes"),
+                durations: None,
             }
         })
         .collect();
