@@ -4,11 +4,22 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, read_manifest};
+use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, g2p, read_manifest};
 
 #[derive(Debug, Subcommand)]
 pub enum TokenizerCommand {
-    /// Train a BPE or character tokenizer on manifest transcripts; writes tokenizer.json.
+    /// Train a BPE or character tokenizer on manifest transcripts, or write the fixed phoneme
+    /// tokenizer (CMUdict + letter-to-sound rules); writes tokenizer.json.
+    ///
+    /// The normalisation (NFKC, ASCII quotes and dashes, lowercase unless --keep-case, collapsed
+    /// whitespace) is stored in tokenizer.json, so Python's `tokenizers.Tokenizer.from_file`
+    /// reproduces it. Special tokens: <pad>=0 <unk>=1 <bos>=2 <eos>=3.
+    ///
+    /// --kind phoneme writes a fixed vocabulary (the special tokens, then SIL and the 39 ARPAbet
+    /// phones without stress) as a WordLevel tokenizer over phone names. voxspec encodes text
+    /// with it by grapheme-to-phoneme conversion: the CMU pronouncing dictionary (bundled, no
+    /// network), and approximate letter-to-sound rules for words not in it; digits are spelled
+    /// out; SIL marks the start, the end and phrase punctuation. It needs no manifest.
     Train(TrainArgs),
     /// Normalise and encode text with a trained tokenizer (prints ids and tokens).
     Encode(EncodeArgs),
@@ -20,15 +31,19 @@ enum KindArg {
     Bpe,
     /// One token per character.
     Char,
+    /// One token per ARPAbet phone (SIL + 39, no stress). Text is converted with the bundled
+    /// CMUdict and approximate letter-to-sound rules for words it lacks; the vocabulary is
+    /// fixed, so no manifest or --vocab-size is needed (a manifest only reports how many of
+    /// its words CMUdict knows).
+    Phoneme,
 }
 
-/// Train a text tokenizer. The normalisation (NFKC, ASCII quotes and dashes, lowercase unless
-/// --keep-case, collapsed whitespace) is stored in tokenizer.json, so Python's
-/// `tokenizers.Tokenizer.from_file` reproduces it. Special tokens: <pad>=0 <unk>=1 <bos>=2 <eos>=3.
+/// Arguments of `voxspec tokenizer train` (documented on the subcommand).
 #[derive(Debug, Args)]
 pub struct TrainArgs {
-    /// Manifest(s) whose transcripts to train on (usually train.jsonl).
-    #[arg(long, required = true, value_name = "JSONL")]
+    /// Manifest(s) whose transcripts to train on (usually train.jsonl); required for bpe and
+    /// char, optional for phoneme (dictionary coverage report only).
+    #[arg(long, value_name = "JSONL")]
     manifest: Vec<PathBuf>,
     /// Output tokenizer.json.
     #[arg(long, short, value_name = "FILE")]
@@ -36,7 +51,7 @@ pub struct TrainArgs {
     /// Tokenizer kind.
     #[arg(long, value_enum, default_value = "bpe")]
     kind: KindArg,
-    /// Vocabulary size for BPE (special tokens included).
+    /// Vocabulary size for BPE (special tokens included); ignored by char and phoneme.
     #[arg(long, default_value_t = 256)]
     vocab_size: usize,
     /// Keep letter case instead of lowercasing.
@@ -79,6 +94,11 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    if a.manifest.is_empty() && !matches!(a.kind, KindArg::Phoneme) {
+        anyhow::bail!(
+            "--manifest is required for --kind bpe and char: their vocabulary is learned from transcripts"
+        );
+    }
     let mut texts = Vec::new();
     for m in &a.manifest {
         let utts = read_manifest(m).with_context(|| format!("reading {}", m.display()))?;
@@ -89,12 +109,24 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
             vocab_size: a.vocab_size,
         },
         KindArg::Char => TokenizerKind::Char,
+        KindArg::Phoneme => TokenizerKind::Phoneme,
     };
     let norm = Normalization {
         lowercase: !a.keep_case,
     };
     let tk = TextTokenizer::train(&texts, kind, &norm).context("training the tokenizer")?;
     tk.save(&a.out)?;
+    if tk.is_phonemic() {
+        println!(
+            "wrote phoneme tokenizer ({} tokens) to {}",
+            tk.vocab_size(),
+            a.out.display()
+        );
+        if !texts.is_empty() {
+            report_dictionary_coverage(&tk, &texts)?;
+        }
+        return Ok(());
+    }
     let total: usize = texts
         .iter()
         .map(|t| tk.encode(t).map(|ids| ids.len()).unwrap_or(0))
@@ -111,14 +143,52 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints how many words of `texts` CMUdict knows (the rest go through letter-to-sound rules).
+fn report_dictionary_coverage(tk: &TextTokenizer, texts: &[String]) -> anyhow::Result<()> {
+    let (mut words, mut known) = (0usize, 0usize);
+    let mut missing = std::collections::BTreeMap::<String, usize>::new();
+    for t in texts {
+        for token in g2p::tokenize(&tk.normalize(t)?) {
+            if let g2p::Token::Word(w) = token {
+                words += 1;
+                if g2p::lookup(&w)?.is_some() || g2p::lookup(w.trim_matches('\''))?.is_some() {
+                    known += 1;
+                } else {
+                    *missing.entry(w).or_default() += 1;
+                }
+            }
+        }
+    }
+    let mut top: Vec<_> = missing.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    println!(
+        "{known} of {words} words ({:.1} %) in CMUdict; the rest use letter-to-sound rules{}",
+        100.0 * known as f64 / words.max(1) as f64,
+        if top.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = top.iter().take(10).map(|(w, _)| w.as_str()).collect();
+            format!(" (most frequent: {})", names.join(", "))
+        }
+    );
+    Ok(())
+}
+
 fn encode(a: EncodeArgs) -> anyhow::Result<()> {
     let tk = TextTokenizer::load(&a.tokenizer)?;
     println!("normalized: {}", tk.normalize(&a.text)?);
     let ids = tk.encode(&a.text)?;
     println!("ids: {ids:?}");
+    if tk.is_phonemic() {
+        println!("phones: {}", tk.decode(&ids)?);
+    }
     let unknown = tk.unknown_chars(&a.text)?;
     if !unknown.is_empty() {
-        println!("unknown characters (→ <unk>): {unknown:?}");
+        if tk.is_phonemic() {
+            println!("characters G2P cannot pronounce (dropped): {unknown:?}");
+        } else {
+            println!("unknown characters (→ <unk>): {unknown:?}");
+        }
     }
     Ok(())
 }

@@ -141,6 +141,41 @@ fn prepare_then_tokenizer_on_the_bundled_corpus() {
 }
 
 #[test]
+fn phoneme_tokenizer_needs_no_manifest_and_encodes_text_to_phones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tok = tmp.path().join("phonemes.json");
+    let t = tok.to_str().unwrap();
+    let o = voxspec(&["tokenizer", "train", "--kind", "phoneme", "--out", t]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("44 tokens"), "{}", text(&o));
+    let o = voxspec(&[
+        "tokenizer",
+        "encode",
+        "--tokenizer",
+        t,
+        "--text",
+        "The cat sat, 2 blorfts & more.",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("phones: SIL DH AH K AE T S AE T SIL T UW B L AO R F T S M AO R SIL"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("cannot pronounce (dropped): {'&'}"),
+        "{}",
+        text(&o)
+    );
+
+    // The learned kinds still need transcripts, and say so.
+    let bpe = tmp.path().join("bpe.json");
+    let o = voxspec(&["tokenizer", "train", "--out", bpe.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("--manifest is required"), "{}", text(&o));
+}
+
+#[test]
 fn audio_convert_and_bench_write_their_outputs() {
     let tmp = tempfile::tempdir().unwrap();
     let clip = repo().join("crates/audio/tests/fixtures");

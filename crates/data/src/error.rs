@@ -77,6 +77,20 @@ pub enum DataError {
         /// Token store directory.
         store: PathBuf,
     },
+    /// The bundled pronunciation dictionary could not be parsed.
+    #[error("pronunciation dictionary (CMUdict): {detail}")]
+    Dictionary {
+        /// What is wrong.
+        detail: String,
+    },
+    /// A phone label that is not in the phone set (see `phones::normalize_phone`).
+    #[error("unknown phone label {label:?} at position {index}")]
+    UnknownPhone {
+        /// The label as given.
+        label: String,
+        /// Its 0-based position in the input.
+        index: usize,
+    },
     /// An invalid setting.
     #[error("invalid {field}: {detail}")]
     Config {

@@ -2,7 +2,8 @@
 //!
 //! - [`corpus`]: scan LibriTTS-layout or plain corpora into train/dev/test manifests;
 //! - [`manifest`]: the JSON-lines manifest format;
-//! - [`text`]: text normalisation and the BPE / character tokenizer (`tokenizer.json`);
+//! - [`text`]: text normalisation and the BPE / character / phoneme tokenizer (`tokenizer.json`);
+//! - [`phones`], [`g2p`]: the phone set and English grapheme-to-phoneme (CMUdict + rules);
 //! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
 //! - [`dataset`], [`bucket`]: Burn datasets and batchers with length bucketing and masks.
 
@@ -12,7 +13,9 @@ pub mod dataset;
 pub mod durations;
 pub mod error;
 mod fsutil;
+pub mod g2p;
 pub mod manifest;
+pub mod phones;
 pub mod text;
 pub mod token_store;
 
@@ -28,6 +31,8 @@ pub use dataset::{
 pub use durations::alignment_frames;
 pub use error::{DataError, Result};
 pub use fsutil::write_atomic;
+pub use g2p::g2p;
 pub use manifest::{Utterance, read_manifest, write_manifest};
+pub use phones::{PHONES, normalize_phone};
 pub use text::{Normalization, TextTokenizer, TokenizerKind};
 pub use token_store::{Codes, TokenStore, TokenStoreMeta, TokenStoreWriter};

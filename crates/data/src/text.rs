@@ -1,5 +1,6 @@
-//! Text normalisation and the text tokenizer (BPE or character level), stored as a Hugging Face
-//! `tokenizer.json` so that Python's `tokenizers.Tokenizer.from_file` loads the same thing.
+//! Text normalisation and the text tokenizer (BPE, character level or phonemes), stored as a
+//! Hugging Face `tokenizer.json` so that Python's `tokenizers.Tokenizer.from_file` loads the same
+//! thing.
 //!
 //! # Normalisation
 //! The normaliser is part of `tokenizer.json`, so voxspec and any other reader apply the same
@@ -16,16 +17,30 @@
 //! `<bos>`, `<eos>`. A character not seen in training maps to `<unk>` and is reported with a
 //! `tracing` warning naming it. [`TokenizerKind::Char`] keeps one token per character (no
 //! merges); [`TokenizerKind::Bpe`] learns merges up to the requested vocabulary size.
+//!
+//! # Phonemes
+//! [`TokenizerKind::Phoneme`] has a fixed vocabulary: the four special tokens, then the 40 phones
+//! of [`PHONES`] in order (ids 4–43), stored as a standard `WordLevel` model with a whitespace
+//! pre-tokenizer and no normaliser or decoder, so Python's `tokenizers` encodes space-separated
+//! phone strings (`"SIL DH AH K AE T SIL"`) and decodes ids back to them. A loaded tokenizer is
+//! phonemic when its model is `WordLevel` with exactly that vocabulary
+//! ([`TextTokenizer::is_phonemic`]). Its [`TextTokenizer::encode`] takes ordinary text: the
+//! default normalisation above (lowercase; applied by voxspec, not stored in the file), then
+//! [`crate::g2p::g2p`] (CMUdict + letter-to-sound rules), then phone ids;
+//! [`TextTokenizer::decode`] gives the space-separated phones and
+//! [`TextTokenizer::encode_phones`] maps aligner phone labels to ids.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use tokenizers::decoders::metaspace::Metaspace as MetaspaceDecoder;
 use tokenizers::models::TrainerWrapper;
 use tokenizers::models::bpe::{BPE, BpeTrainer};
+use tokenizers::models::wordlevel::WordLevel;
 use tokenizers::normalizers::{Lowercase, NFKC, Replace, Sequence, Strip};
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
+use tokenizers::pre_tokenizers::whitespace::WhitespaceSplit;
 use tokenizers::{
     AddedToken, DecoderWrapper, ModelWrapper, NormalizedString, Normalizer, NormalizerWrapper,
     PostProcessorWrapper, PreTokenizerWrapper, Tokenizer, TokenizerImpl,
@@ -33,6 +48,8 @@ use tokenizers::{
 
 use crate::error::{DataError, Result};
 use crate::fsutil::write_atomic;
+use crate::g2p;
+use crate::phones::{PHONES, normalize_phone, phone_index};
 
 /// Padding token (id 0).
 pub const PAD: &str = "<pad>";
@@ -46,6 +63,9 @@ pub const EOS: &str = "<eos>";
 pub const SPECIAL_TOKENS: [&str; 4] = [PAD, UNK, BOS, EOS];
 /// The word-boundary marker used by the Metaspace pre-tokenizer.
 pub const WORD_BOUNDARY: char = '▁';
+/// Id of the first phone ([`PHONES`]`[0]`) in a phoneme tokenizer: phones follow the special
+/// tokens.
+pub const FIRST_PHONE_ID: u32 = SPECIAL_TOKENS.len() as u32;
 
 /// Normalisation options (see the module documentation for the steps).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,6 +91,9 @@ pub enum TokenizerKind {
     },
     /// One token per character seen in training.
     Char,
+    /// One token per phone of [`PHONES`]; text goes through grapheme-to-phoneme conversion
+    /// (CMUdict, then letter-to-sound rules). The vocabulary is fixed: training needs no text.
+    Phoneme,
 }
 
 type Impl = TokenizerImpl<
@@ -112,28 +135,67 @@ fn normalizer(norm: &Normalization) -> Result<NormalizerWrapper> {
     Ok(Sequence::new(steps).into())
 }
 
+/// The vocabulary of a phoneme tokenizer: special tokens, then [`PHONES`].
+fn phoneme_vocab() -> HashMap<String, u32> {
+    SPECIAL_TOKENS
+        .iter()
+        .chain(PHONES.iter())
+        .zip(0u32..)
+        .map(|(t, id)| (t.to_string(), id))
+        .collect()
+}
+
+/// The `WordLevel` tokenizer over [`phoneme_vocab`] (see the module documentation).
+fn phoneme_tokenizer() -> Result<Tokenizer> {
+    // WordLevel's builder wants an `ahash` map; its serde form takes the vocabulary as JSON.
+    let json = serde_json::json!({
+        "type": "WordLevel",
+        "vocab": phoneme_vocab(),
+        "unk_token": UNK,
+    });
+    let model: WordLevel = serde_json::from_str(&json.to_string()).map_err(|e| tok_err(None, e))?;
+    let mut tk: Impl = TokenizerImpl::new(ModelWrapper::WordLevel(model));
+    tk.with_pre_tokenizer(Some(PreTokenizerWrapper::WhitespaceSplit(WhitespaceSplit)));
+    let specials: Vec<AddedToken> = SPECIAL_TOKENS
+        .iter()
+        .map(|t| AddedToken::from(*t, true))
+        .collect();
+    tk.add_special_tokens(specials)
+        .map_err(|e| tok_err(None, e))?;
+    Ok(Tokenizer::from(tk))
+}
+
 /// A trained text tokenizer with voxspec's special tokens.
 #[derive(Clone)]
 pub struct TextTokenizer {
     inner: Tokenizer,
     unk_id: u32,
+    /// For a phoneme tokenizer, the normaliser applied to text before G2P (the file has none:
+    /// its tokens are phone names).
+    phonemic: Option<NormalizerWrapper>,
 }
 
 impl std::fmt::Debug for TextTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TextTokenizer")
             .field("vocab_size", &self.vocab_size())
+            .field("phonemic", &self.is_phonemic())
             .finish()
     }
 }
 
 impl TextTokenizer {
-    /// Trains a tokenizer on `texts` (each a transcript). Fails if no text is given.
+    /// Trains a tokenizer on `texts` (each a transcript). Fails if no text is given, except for
+    /// [`TokenizerKind::Phoneme`], whose vocabulary is fixed: it ignores `texts` and `norm`
+    /// (G2P is case-insensitive; text is normalised with [`Normalization::default`]).
     pub fn train<I, S>(texts: I, kind: TokenizerKind, norm: &Normalization) -> Result<Self>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
+        if kind == TokenizerKind::Phoneme {
+            return Self::from_inner(phoneme_tokenizer()?, None);
+        }
         let texts: Vec<String> = texts
             .into_iter()
             .map(|t| t.as_ref().to_string())
@@ -160,7 +222,7 @@ impl TextTokenizer {
             }
             // The trainer adds the whole alphabet before merging; a target below that size
             // learns no merge at all, which is exactly a character-level tokenizer.
-            TokenizerKind::Char => 1,
+            TokenizerKind::Char | TokenizerKind::Phoneme => 1,
         };
         let model = BPE::builder()
             .unk_token(UNK.to_string())
@@ -210,7 +272,24 @@ impl TextTokenizer {
                 None => return Err(tok_err(path, format!("special token {tok} is missing"))),
             }
         }
-        Ok(TextTokenizer { inner, unk_id: 1 })
+        let is_phonemic = matches!(inner.get_model(), ModelWrapper::WordLevel(_))
+            && inner.get_vocab(true) == phoneme_vocab();
+        let phonemic = if is_phonemic {
+            Some(normalizer(&Normalization::default())?)
+        } else {
+            None
+        };
+        Ok(TextTokenizer {
+            inner,
+            unk_id: 1,
+            phonemic,
+        })
+    }
+
+    /// Whether this is a phoneme tokenizer ([`TokenizerKind::Phoneme`], or a loaded file whose
+    /// model is `WordLevel` over exactly the special tokens and [`PHONES`]).
+    pub fn is_phonemic(&self) -> bool {
+        self.phonemic.is_some()
     }
 
     /// Loads a `tokenizer.json` written by [`TextTokenizer::save`] (or any HF tokenizer with
@@ -242,18 +321,23 @@ impl TextTokenizer {
         self.inner.token_to_id(token)
     }
 
-    /// Applies the normalisation stored in the tokenizer.
+    /// Applies the normalisation stored in the tokenizer (for a phoneme tokenizer, the default
+    /// normalisation that precedes G2P).
     pub fn normalize(&self, text: &str) -> Result<String> {
         let mut s = NormalizedString::from(text);
-        if let Some(n) = self.inner.get_normalizer() {
+        if let Some(n) = self.phonemic.as_ref().or(self.inner.get_normalizer()) {
             n.normalize(&mut s).map_err(|e| tok_err(None, e))?;
         }
         Ok(s.get().to_string())
     }
 
-    /// Characters of `text` (after normalisation) that are not in the vocabulary.
+    /// Characters of `text` (after normalisation) that are not in the vocabulary; for a phoneme
+    /// tokenizer, those that G2P can neither pronounce nor read as a pause or separator.
     pub fn unknown_chars(&self, text: &str) -> Result<BTreeSet<char>> {
         let normalized = self.normalize(text)?;
+        if self.is_phonemic() {
+            return Ok(g2p::unpronounceable_chars(&normalized));
+        }
         Ok(normalized
             .chars()
             .map(|c| if c == ' ' { WORD_BOUNDARY } else { c })
@@ -266,8 +350,13 @@ impl TextTokenizer {
     }
 
     /// Encodes a transcript (no BOS/EOS added). Empty text is an error; characters unknown to
-    /// the vocabulary become `<unk>` with a warning naming them.
+    /// the vocabulary become `<unk>` with a warning naming them. A phoneme tokenizer
+    /// normalises, runs G2P and returns phone ids (unpronounceable characters are dropped with
+    /// a warning).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        if self.is_phonemic() {
+            return self.encode_text_as_phones(text);
+        }
         let enc = self
             .inner
             .encode(text, false)
@@ -290,10 +379,71 @@ impl TextTokenizer {
         Ok(ids)
     }
 
-    /// Decodes ids back to (normalised) text, skipping special tokens.
+    /// Decodes ids back to (normalised) text, skipping special tokens; for a phoneme tokenizer,
+    /// the phones separated by single spaces.
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
         self.inner.decode(ids, true).map_err(|e| tok_err(None, e))
     }
+
+    fn encode_text_as_phones(&self, text: &str) -> Result<Vec<u32>> {
+        let normalized = self.normalize(text)?;
+        let unknown = g2p::unpronounceable_chars(&normalized);
+        if !unknown.is_empty() {
+            tracing::warn!(
+                "text {:?} has characters G2P cannot pronounce, dropped: {:?}",
+                text.chars().take(60).collect::<String>(),
+                unknown
+            );
+        }
+        let phones = g2p::g2p(&normalized).map_err(|e| match e {
+            DataError::Text { .. } => DataError::Text {
+                id: text.chars().take(40).collect(),
+                detail: "no word to pronounce after normalisation".into(),
+            },
+            other => other,
+        })?;
+        phones
+            .iter()
+            .enumerate()
+            .map(|(index, p)| {
+                phone_id(p).ok_or_else(|| DataError::UnknownPhone {
+                    label: p.to_string(),
+                    index,
+                })
+            })
+            .collect()
+    }
+
+    /// Maps phone labels from an aligner or dictionary (any spelling
+    /// [`normalize_phone`] accepts: `AH0`, `ah`, `ax`, `pau`, `sil`, ...) to ids of this
+    /// phoneme tokenizer. Fails on the first unknown label, naming it and its position, and on
+    /// a tokenizer that is not phonemic.
+    pub fn encode_phones(&self, labels: &[impl AsRef<str>]) -> Result<Vec<u32>> {
+        if !self.is_phonemic() {
+            return Err(tok_err(
+                None,
+                "encode_phones needs a phoneme tokenizer (train one with kind phoneme)",
+            ));
+        }
+        labels
+            .iter()
+            .enumerate()
+            .map(|(index, label)| {
+                let label = label.as_ref();
+                normalize_phone(label)
+                    .and_then(phone_id)
+                    .ok_or_else(|| DataError::UnknownPhone {
+                        label: label.to_string(),
+                        index,
+                    })
+            })
+            .collect()
+    }
+}
+
+/// Id of a canonical phone of [`PHONES`] in a phoneme tokenizer.
+fn phone_id(phone: &str) -> Option<u32> {
+    phone_index(phone).map(|i| FIRST_PHONE_ID + i as u32)
 }
 
 /// Where a tokenizer lives inside a prepared directory.
@@ -403,6 +553,76 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
         assert_eq!(json["model"]["type"], "BPE");
         assert_eq!(json["normalizer"]["type"], "Sequence");
+    }
+
+    #[test]
+    fn phoneme_tokenizer_roundtrips_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tokenizer.json");
+        let no_texts: [&str; 0] = [];
+        let tk = TextTokenizer::train(no_texts, TokenizerKind::Phoneme, &Normalization::default())
+            .unwrap();
+        assert!(tk.is_phonemic());
+        assert_eq!(tk.vocab_size(), SPECIAL_TOKENS.len() + PHONES.len());
+        tk.save(&p).unwrap();
+        let back = TextTokenizer::load(&p).unwrap();
+        assert!(back.is_phonemic());
+        for (i, t) in SPECIAL_TOKENS.iter().chain(PHONES.iter()).enumerate() {
+            assert_eq!(back.token_to_id(t), Some(i as u32), "{t}");
+        }
+        let ids = back.encode("The  CAT sat.").unwrap();
+        assert_eq!(ids, tk.encode("the cat sat.").unwrap());
+        assert_eq!(back.decode(&ids).unwrap(), "SIL DH AH K AE T S AE T SIL");
+        assert_eq!(ids[0], FIRST_PHONE_ID, "SIL is the first phone");
+        // The file is a standard WordLevel tokenizer over phone names.
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(json["model"]["type"], "WordLevel");
+        assert_eq!(json["model"]["vocab"]["ZH"], 43);
+        assert_eq!(json["pre_tokenizer"]["type"], "WhitespaceSplit");
+        assert!(json["normalizer"].is_null());
+        // Its own encoder reads phone strings back (what Python's tokenizers does with it).
+        let inner = back.inner.encode("SIL DH AH SIL", false).unwrap();
+        assert_eq!(inner.get_ids(), &[4, 14, 7, 4]);
+    }
+
+    #[test]
+    fn other_tokenizers_are_not_phonemic() {
+        let tk =
+            TextTokenizer::train(TEXTS, TokenizerKind::Char, &Normalization::default()).unwrap();
+        assert!(!tk.is_phonemic());
+        let err = tk.encode_phones(&["AH"]).unwrap_err().to_string();
+        assert!(err.contains("phoneme tokenizer"), "{err}");
+    }
+
+    #[test]
+    fn encode_phones_accepts_aligner_spellings_and_names_unknown_labels() {
+        let no_texts: [&str; 0] = [];
+        let tk = TextTokenizer::train(no_texts, TokenizerKind::Phoneme, &Normalization::default())
+            .unwrap();
+        let flite = tk
+            .encode_phones(&["pau", "hh", "ax", "l", "ow", "pau"])
+            .unwrap();
+        let mfa = tk
+            .encode_phones(&["", "HH", "AH0", "L", "OW1", "sp"])
+            .unwrap();
+        assert_eq!(flite, mfa);
+        assert_eq!(tk.decode(&flite).unwrap(), "SIL HH AH L OW SIL");
+        let err = tk.encode_phones(&["HH", "AH0", "QX", "L"]).unwrap_err();
+        assert!(
+            matches!(&err, DataError::UnknownPhone { label, index: 2 } if label == "QX"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("\"QX\""), "{err}");
+    }
+
+    #[test]
+    fn phoneme_encode_of_unpronounceable_text_is_an_error() {
+        let no_texts: [&str; 0] = [];
+        let tk = TextTokenizer::train(no_texts, TokenizerKind::Phoneme, &Normalization::default())
+            .unwrap();
+        assert!(matches!(tk.encode(" ... "), Err(DataError::Text { .. })));
+        assert_eq!(tk.unknown_chars("a % b").unwrap(), BTreeSet::from(['%']));
+        assert_eq!(tk.normalize("It’s  OK").unwrap(), "it's ok");
     }
 
     #[test]
