@@ -1,7 +1,8 @@
 //! `voxspec bench decode`: every decoder on the same test sentences in one run — speed (time
 //! per token, speedup over AR measured alongside, tokens per forward, acceptance) and quality
-//! proxies (CER of the synthesised audio by the CTC teacher, the target's NLL of the generated
-//! codes). Writes JSON, a markdown table like the MTP paper's Tables I–II, and PNG plots like its
+//! proxies (CER of the synthesised audio by the CTC teacher, forced-choice sentence
+//! identification among every transcript of the split by the same teacher, the target's NLL of
+//! the generated codes). Writes JSON, a markdown table like the MTP paper's Tables I–II, and PNG plots like its
 //! Figs. 3–5 (TPT, CER and NLL over the number of heads, with and without Viterbi).
 //!
 //! Utterances are the outer loop and decoders the inner one, so a change in machine load during
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
+use voxspec_codec::ctc::{ForcedChoice, LengthNorm};
 use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
 use voxspec_data::{Progress, read_manifest};
 use voxspec_infer::{
@@ -42,11 +44,12 @@ pub struct DecodeBenchArgs {
     /// Use at most this many utterances.
     #[arg(long, default_value_t = 10)]
     max_utterances: usize,
-    /// CTC teacher that transcribes the synthesised audio for CER
+    /// CTC teacher that transcribes the synthesised audio for CER and identifies its sentence
+    /// among every transcript of the split (forced choice, chance = 1 / split size)
     /// [default: checkpoints/ctc-minitts].
     #[arg(long, value_name = "DIR")]
     teacher: Option<PathBuf>,
-    /// Skip the CER column (no teacher needed).
+    /// Skip the CER and forced-choice columns (no teacher needed).
     #[arg(long)]
     no_cer: bool,
     /// MTP head counts k (k = 1 is the AR baseline).
@@ -101,6 +104,8 @@ struct Tally {
     stats: DecodeStats,
     eos_stops: usize,
     errors: ErrorCounts,
+    /// Utterances whose sentence the teacher picked out of the split's transcripts.
+    identified: usize,
     nll: SequenceNll,
 }
 
@@ -127,6 +132,9 @@ struct Row {
     /// Sequences that ended at end of speech (the rest hit the length limit).
     eos_stops: usize,
     cer: Option<f64>,
+    /// Forced-choice accuracy: the fraction of utterances whose own sentence has the highest
+    /// CTC likelihood among all transcripts of the split (chance: 1 / split size).
+    forced_choice: Option<f64>,
     nll: Option<f64>,
 }
 
@@ -154,9 +162,13 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| args.models.exp.join("data"));
     let manifest = data.join(format!("{}.jsonl", args.split));
-    let utterances =
+    let split_utterances =
         read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
-    let utterances: Vec<_> = utterances.into_iter().take(args.max_utterances).collect();
+    let utterances: Vec<_> = split_utterances
+        .iter()
+        .take(args.max_utterances)
+        .cloned()
+        .collect();
     if utterances.is_empty() {
         bail!("{} has no utterances", manifest.display());
     }
@@ -173,6 +185,26 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
                 dir.display()
             )
         })?)
+    };
+    // Forced choice among every transcript of the split, not only the synthesised ones.
+    let choice = match &teacher {
+        Some(t) => {
+            let set = ForcedChoice::new(
+                t.tokenizer(),
+                split_utterances.iter().map(|u| u.text.as_str()),
+                LengthNorm::default(),
+            )
+            .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
+            let own = utterances
+                .iter()
+                .map(|u| {
+                    set.position(t.tokenizer(), &u.text)?
+                        .with_context(|| format!("utterance {} is not a candidate", u.id))
+                })
+                .collect::<anyhow::Result<Vec<usize>>>()?;
+            Some((set, own))
+        }
+        None => None,
     };
 
     // The decoders.
@@ -287,16 +319,25 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             tally
                 .nll
                 .merge(sequence_nll(&pipeline.ar, &request.prompt, &g.tokens, eos)?);
-            if let (Some(t), Some(reference)) = (&teacher, &reference) {
-                let hyp = if out.samples.len() < pipeline.codec_config.hop_length() {
-                    String::new()
-                } else if t.sample_rate() == rate {
-                    t.transcribe(&out.samples)?
+            if let (Some(t), Some(reference), Some((set, own))) = (&teacher, &reference, &choice) {
+                if out.samples.len() < pipeline.codec_config.hop_length() {
+                    // Nothing to hear: every character deleted, the sentence not identified.
+                    tally.errors += ErrorCounts::between("", reference);
                 } else {
-                    let wave = voxspec_audio::resample(&out.samples, rate, t.sample_rate())?;
-                    t.transcribe(&wave)?
-                };
-                tally.errors += ErrorCounts::between(&hyp, reference);
+                    let resampled;
+                    let wave = if t.sample_rate() == rate {
+                        &out.samples
+                    } else {
+                        resampled = voxspec_audio::resample(&out.samples, rate, t.sample_rate())?;
+                        &resampled
+                    };
+                    let verdict = t
+                        .forced_choice(set, &[wave.as_slice()], &[own[i]])?
+                        .pop()
+                        .context("no verdict for one clip")?;
+                    tally.errors += verdict.errors;
+                    tally.identified += usize::from(verdict.choice.identified);
+                }
             }
             bar.inc(1);
         }
@@ -332,6 +373,9 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
                 thinning_trials: t.stats.thinning_trials,
                 eos_stops: t.eos_stops,
                 cer: teacher.as_ref().map(|_| t.errors.rate()),
+                forced_choice: teacher
+                    .as_ref()
+                    .map(|_| t.identified as f64 / t.utterances.max(1) as f64),
                 nll: t.nll.mean(),
             }
         })
@@ -361,6 +405,11 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         "forward_cost": costs.iter().enumerate().map(|(i, c)| serde_json::json!({
             "k": i + 1, "median_ms": c, "relative_to_k1": c / costs[0],
         })).collect::<Vec<_>>(),
+        "forced_choice": choice.as_ref().map(|(set, _)| serde_json::json!({
+            "candidates": set.len(),
+            "chance": set.chance(),
+            "length_norm": set.length_norm(),
+        })),
         "rows": rows,
     });
     let json_path = out_dir.join("bench-decode.json");
@@ -369,7 +418,8 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )
     .with_context(|| format!("writing {}", json_path.display()))?;
-    let table = markdown(&rows, &costs, utterances.len(), teacher.is_some());
+    let chance = choice.as_ref().map(|(set, _)| (set.len(), set.chance()));
+    let table = markdown(&rows, &costs, utterances.len(), chance);
     let md_path = out_dir.join("bench-decode.md");
     voxspec_data::write_atomic(&md_path, table.as_bytes())
         .with_context(|| format!("writing {}", md_path.display()))?;
@@ -519,15 +569,22 @@ fn fmt_opt(v: Option<f64>, scale: f64, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{:.*}", digits, v * scale))
 }
 
-/// The markdown report: the decoder table and the forward-cost line.
-fn markdown(rows: &[Row], costs: &[f64], utterances: usize, cer: bool) -> String {
+/// The markdown report: the decoder table, the forced-choice chance line (`chance` = number
+/// of candidates and 1 / that, when a teacher scored) and the forward-cost line.
+fn markdown(
+    rows: &[Row],
+    costs: &[f64],
+    utterances: usize,
+    chance: Option<(usize, f64)>,
+) -> String {
+    let cer = chance.is_some();
     let mut s = String::from(
-        "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | NLL | EOS \
-         stops |\n|---|---|---|---|---|---|---|---|\n",
+        "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | ID (%) | NLL \
+         | EOS stops |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         s.push_str(&format!(
-            "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {}/{} |\n",
+            "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {} | {}/{} |\n",
             r.label,
             r.tpt_ms,
             r.speedup,
@@ -538,6 +595,7 @@ fn markdown(rows: &[Row], costs: &[f64], utterances: usize, cer: bool) -> String
             } else {
                 "–".into()
             },
+            fmt_opt(r.forced_choice, 100.0, 1),
             fmt_opt(r.nll, 1.0, 3),
             r.eos_stops,
             r.utterances
@@ -548,6 +606,13 @@ fn markdown(rows: &[Row], costs: &[f64], utterances: usize, cer: bool) -> String
         .enumerate()
         .map(|(i, c)| format!("k={}: {:.2}", i + 1, c / costs[0]))
         .collect();
+    if let Some((n, p)) = chance {
+        s.push_str(&format!(
+            "\nID: forced-choice sentence identification by the CTC teacher among all {n} \
+             transcripts of the split; chance = 1/{n} = {:.1} %.\n",
+            100.0 * p
+        ));
+    }
     s.push_str(&format!(
         "\n{utterances} utterances. Forward cost over k new tokens relative to k = 1 on this \
          model and backend: {}.\n",

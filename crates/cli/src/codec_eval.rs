@@ -1,6 +1,7 @@
 //! `voxspec codec eval`: resynthesis quality of a codec on a split of a prepared corpus —
 //! mel-cepstral distortion of the full and the RVQ-1-only reconstruction, and the CTC
-//! teacher's character error rate on the original and both reconstructions.
+//! teacher's character error rate and forced-choice sentence identification (among every
+//! transcript of the split) on the original and both reconstructions.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +10,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
 use voxspec_audio::{Audio, WavFormat};
-use voxspec_codec::ctc::CtcTeacher;
+use voxspec_codec::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
 use voxspec_codec::{ErrorCounts, McdConfig, MelCepstralDistortion, SemanticTeacher};
 use voxspec_data::{Progress, Utterance, read_manifest};
 
@@ -32,8 +33,10 @@ const MCD_DEFINITION: &str = "MFCC-based MCD (not SPTK mcep): orthonormal DCT-II
 /// hop, 80 bands, c1..c13, frames paired by index, mean over frames and then over utterances)
 /// of both reconstructions against the original, and the CTC teacher's corpus character error
 /// rate (total edits / total reference characters) on the original audio and on both
-/// reconstructions, each resampled to the teacher's rate. Prints a markdown table and writes
-/// a JSON report with per-utterance scores.
+/// reconstructions, each resampled to the teacher's rate, and its forced-choice accuracy:
+/// the fraction of utterances whose own transcript has the highest CTC likelihood among all
+/// transcripts of the split (chance = 1 / split size; see `voxspec eval intelligibility`).
+/// Prints a markdown table and writes a JSON report with per-utterance scores.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     /// Codec model directory (`voxspec codec train` output).
@@ -77,6 +80,10 @@ struct UtteranceScore {
     cer_original: f64,
     cer_full: f64,
     cer_rvq1: f64,
+    /// Forced-choice rank of the own transcript (1 = identified).
+    rank_original: usize,
+    rank_full: usize,
+    rank_rvq1: usize,
 }
 
 /// The JSON report.
@@ -103,6 +110,13 @@ struct EvalReport {
     cer_original: f64,
     cer_full: f64,
     cer_rvq1: f64,
+    /// Forced-choice candidates (every transcript of the split) and chance (1 / that).
+    forced_choice_candidates: usize,
+    forced_choice_chance: f64,
+    /// Forced-choice accuracy: identified utterances / utterances.
+    forced_choice_original: f64,
+    forced_choice_full: f64,
+    forced_choice_rvq1: f64,
     per_utterance: Vec<UtteranceScore>,
 }
 
@@ -153,13 +167,16 @@ fn at_rate(audio: &Audio, rate: u32) -> anyhow::Result<Vec<f32>> {
         .with_context(|| format!("resampling {} Hz to {rate} Hz", audio.sample_rate))
 }
 
-/// Scores one utterance: MCD of both reconstructions, teacher transcripts of all three.
+/// Scores one utterance: MCD of both reconstructions, teacher transcripts and forced choice
+/// (own transcript = candidate `own` of `set`) of all three. Returns the scores, the character
+/// errors and whether each was identified.
 fn score(
     u: &Utterance,
     r: &Resynthesis,
     mcd: &MelCepstralDistortion,
     teacher: &CtcTeacher,
-) -> anyhow::Result<(UtteranceScore, [ErrorCounts; 3])> {
+    (set, own): (&ForcedChoice, usize),
+) -> anyhow::Result<(UtteranceScore, [ErrorCounts; 3], [bool; 3])> {
     let mcd_full = mcd.distortion(&r.reference, &r.full)?;
     let mcd_rvq1 = mcd.distortion(&r.reference, &r.rvq1)?;
     let rate = teacher.sample_rate();
@@ -168,13 +185,16 @@ fn score(
         .samples;
     let full = at_rate(&r.full, rate)?;
     let rvq1 = at_rate(&r.rvq1, rate)?;
-    let hyps = teacher.transcribe_batch(&[&original, &full, &rvq1])?;
-    let hyps: [String; 3] = hyps
+    let verdicts = teacher.forced_choice(set, &[&original, &full, &rvq1], &[own; 3])?;
+    let [v_original, v_full, v_rvq1]: [_; 3] = verdicts
         .try_into()
-        .map_err(|h: Vec<String>| anyhow::anyhow!("{} transcripts for 3 waveforms", h.len()))?;
+        .map_err(|v: Vec<_>| anyhow::anyhow!("{} verdicts for 3 waveforms", v.len()))?;
     let reference = teacher.normalize(&u.text)?;
-    let counts = hyps.each_ref().map(|h| ErrorCounts::between(h, &reference));
-    let [hyp_original, hyp_full, hyp_rvq1] = hyps;
+    let counts = [v_original.errors, v_full.errors, v_rvq1.errors];
+    let identified = [&v_original, &v_full, &v_rvq1].map(|v| v.choice.identified);
+    let ranks = [&v_original, &v_full, &v_rvq1].map(|v| v.choice.rank);
+    let (hyp_original, hyp_full, hyp_rvq1) =
+        (v_original.hypothesis, v_full.hypothesis, v_rvq1.hypothesis);
     Ok((
         UtteranceScore {
             id: u.id.clone(),
@@ -188,8 +208,12 @@ fn score(
             cer_original: counts[0].rate(),
             cer_full: counts[1].rate(),
             cer_rvq1: counts[2].rate(),
+            rank_original: ranks[0],
+            rank_full: ranks[1],
+            rank_rvq1: ranks[2],
         },
         counts,
+        identified,
     ))
 }
 
@@ -217,6 +241,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let manifest = args.data.join(format!("{}.jsonl", args.split));
     let mut utterances =
         read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
+    // Forced choice among every transcript of the split, before --max-utts cuts it.
+    let set = ForcedChoice::new(
+        teacher.tokenizer(),
+        utterances.iter().map(|u| u.text.as_str()),
+        LengthNorm::default(),
+    )
+    .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
     if let Some(n) = args.max_utts {
         utterances.truncate(n);
     }
@@ -243,13 +274,20 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let bar = Bar::with_len(utterances.len() as u64, "codec eval");
     let mut scores = Vec::with_capacity(utterances.len());
     let mut totals = [ErrorCounts::default(); 3];
+    let mut identified = [0usize; 3];
     for (i, u) in utterances.iter().enumerate() {
         let samples =
             read_audio(Path::new(&u.path), rate).with_context(|| format!("utterance {}", u.id))?;
         let r = resynthesise(&model, samples, rate, &device)
             .with_context(|| format!("resynthesising utterance {}", u.id))?;
-        let (s, counts) =
-            score(u, &r, &mcd, &teacher).with_context(|| format!("scoring utterance {}", u.id))?;
+        let own = set
+            .position(teacher.tokenizer(), &u.text)?
+            .with_context(|| format!("utterance {} is not a candidate", u.id))?;
+        let (s, counts, hits) = score(u, &r, &mcd, &teacher, (&set, own))
+            .with_context(|| format!("scoring utterance {}", u.id))?;
+        for (n, hit) in identified.iter_mut().zip(hits) {
+            *n += usize::from(hit);
+        }
         if let Some(dir) = &args.save_audio
             && i < args.save_count
         {
@@ -283,25 +321,42 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         cer_original: totals[0].rate(),
         cer_full: totals[1].rate(),
         cer_rvq1: totals[2].rate(),
+        forced_choice_candidates: set.len(),
+        forced_choice_chance: set.chance(),
+        forced_choice_original: identified[0] as f64 / n,
+        forced_choice_full: identified[1] as f64 / n,
+        forced_choice_rvq1: identified[2] as f64 / n,
         per_utterance: scores,
     };
     println!(
         "\n{} utterances, {:.1} s of audio\n",
         report.utterances, report.audio_seconds
     );
-    println!("| audio | MCD (dB) | CER (%) |");
-    println!("|---|---:|---:|");
-    println!("| original | – | {:.2} |", 100.0 * report.cer_original);
+    println!("| audio | MCD (dB) | CER (%) | ID (%) |");
+    println!("|---|---:|---:|---:|");
     println!(
-        "| codec, all {} RVQ layers | {:.2} | {:.2} |",
-        report.n_q,
-        report.mcd_full_db,
-        100.0 * report.cer_full
+        "| original | – | {:.2} | {:.1} |",
+        100.0 * report.cer_original,
+        100.0 * report.forced_choice_original
     );
     println!(
-        "| codec, RVQ-1 only | {:.2} | {:.2} |",
+        "| codec, all {} RVQ layers | {:.2} | {:.2} | {:.1} |",
+        report.n_q,
+        report.mcd_full_db,
+        100.0 * report.cer_full,
+        100.0 * report.forced_choice_full
+    );
+    println!(
+        "| codec, RVQ-1 only | {:.2} | {:.2} | {:.1} |",
         report.mcd_rvq1_db,
-        100.0 * report.cer_rvq1
+        100.0 * report.cer_rvq1,
+        100.0 * report.forced_choice_rvq1
+    );
+    println!(
+        "\nID: forced-choice sentence identification among all {} transcripts of the split; \
+         chance = {:.1} %.",
+        report.forced_choice_candidates,
+        100.0 * report.forced_choice_chance
     );
     voxspec_data::write_atomic(&args.out, &serde_json::to_vec_pretty(&report)?)?;
     if let Some(dir) = &args.save_audio {

@@ -10,6 +10,7 @@ mod bench_model;
 mod codec_cmd;
 mod codec_eval;
 mod device;
+mod eval_cmd;
 mod export;
 mod groups;
 mod plots;
@@ -74,6 +75,9 @@ enum Command {
     /// resynthesis (MCD, CER).
     #[command(subcommand)]
     Codec(codec_cmd::CodecCommand),
+    /// Evaluate audio: forced-choice sentence identification (intelligibility) and CER.
+    #[command(subcommand)]
+    Eval(eval_cmd::EvalCommand),
     /// Text to speech: AR model (any decoder) → NAR model → codec decoder → WAV.
     Synthesize(synth::SynthesizeArgs),
     /// Benchmarks that write JSON reports.
@@ -124,6 +128,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Train(cmd) => train_cmd::run(cmd),
         Command::Teacher(cmd) => teacher_cmd::run(cmd),
         Command::Codec(cmd) => codec_cmd::run(cmd),
+        Command::Eval(cmd) => eval_cmd::run(cmd),
         Command::Synthesize(args) => synth::synthesize(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),

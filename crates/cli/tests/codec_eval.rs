@@ -58,7 +58,7 @@ fn eval_and_bench_write_finite_reports_and_refuse_bad_models() {
         "1",
     ]);
     for row in [
-        "| audio | MCD (dB) | CER (%) |",
+        "| audio | MCD (dB) | CER (%) | ID (%) |",
         "| original |",
         "| codec, all 4 RVQ layers |",
         "| codec, RVQ-1 only |",
@@ -77,6 +77,18 @@ fn eval_and_bench_write_finite_reports_and_refuse_bad_models() {
     }
     for field in ["cer_original", "cer_full", "cer_rvq1"] {
         assert!(finite(&r, field) >= 0.0, "{field}: {r}");
+    }
+    // Forced choice among every test transcript, not only the 3 evaluated.
+    let n_test = voxspec_data::read_manifest(&data.join("test.jsonl"))
+        .unwrap()
+        .len();
+    assert_eq!(r["forced_choice_candidates"], n_test);
+    for field in [
+        "forced_choice_original",
+        "forced_choice_full",
+        "forced_choice_rvq1",
+    ] {
+        assert!((0.0..=1.0).contains(&finite(&r, field)), "{field}: {r}");
     }
     assert!(finite(&r, "audio_seconds") > 0.0);
     let per = r["per_utterance"].as_array().unwrap();

@@ -229,10 +229,24 @@ fn synthesize_and_bench_every_decoder() {
             "self-spec pcg θ=0.5 γ=2",
         ]
     );
+    // Forced choice among every transcript of the split (not only the 2 synthesised).
+    let n_test = std::fs::read_to_string(data.join("test.jsonl"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count();
+    assert_eq!(report["forced_choice"]["candidates"], n_test);
+    assert!((finite(&report["forced_choice"], "chance") - 1.0 / n_test as f64).abs() < 1e-12);
+    assert!(table.contains("| ID (%) |"), "{table}");
+    assert!(
+        table.contains(&format!("among all {n_test} transcripts")),
+        "{table}"
+    );
     for r in rows {
         assert!(finite(r, "tpt_ms") > 0.0, "{r}");
         finite(r, "speedup");
         assert!(finite(r, "cer") >= 0.0);
+        assert!((0.0..=1.0).contains(&finite(r, "forced_choice")), "{r}");
         finite(r, "nll");
         assert_eq!(r["utterances"], 2);
     }

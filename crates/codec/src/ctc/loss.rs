@@ -51,22 +51,15 @@ pub struct CtcAlignment {
     pub grad: Vec<f64>,
 }
 
-/// The CTC forward-backward pass for one utterance.
-///
-/// # Shapes
-/// - `log_probs`: `[frames, classes]` row-major (frame-wise log-softmax outputs)
-/// - `target`: `[target_len]` class ids, none equal to `blank`
-///
-/// # Errors
-/// [`CodecError::InvalidInput`] when the slice does not hold `frames × classes` values, or a
-/// target id is `blank` or out of range.
-pub fn ctc_alignment(
+/// Checks one utterance's log-probs and target: `frames × classes` values, a blank below
+/// `classes`, no target label equal to the blank or out of range.
+fn check_inputs(
     log_probs: &[f32],
     frames: usize,
     classes: usize,
     target: &[u32],
     blank: u32,
-) -> Result<CtcAlignment, CodecError> {
+) -> Result<(), CodecError> {
     if log_probs.len() != frames * classes {
         return Err(CodecError::InvalidInput {
             what: "ctc log_probs",
@@ -91,30 +84,47 @@ pub fn ctc_alignment(
             reason: format!("label {bad} is the blank ({blank}) or not below {classes}"),
         });
     }
-    let inf = f64::NEG_INFINITY;
-    let s_len = 2 * target.len() + 1;
-    let label = |s: usize| -> usize {
-        if s.is_multiple_of(2) {
-            blank as usize
-        } else {
-            target[s / 2] as usize
-        }
-    };
-    // A skip s-2 → s is allowed onto a label that differs from the label two back.
-    let can_skip = |s: usize| s >= 2 && s % 2 == 1 && label(s) != label(s - 2);
-    let lp = |t: usize, k: usize| f64::from(log_probs[t * classes + k]);
-    if frames == 0 {
-        return Ok(CtcAlignment {
-            nll: f64::INFINITY,
-            grad: Vec::new(),
-        });
+    Ok(())
+}
+
+/// The blank-extended label sequence `l'` of one target.
+struct Extended<'a> {
+    target: &'a [u32],
+    blank: u32,
+}
+
+impl Extended<'_> {
+    /// `S' = 2L + 1`.
+    fn len(&self) -> usize {
+        2 * self.target.len() + 1
     }
 
+    /// `l'_s`: the blank at even positions, `y_{s/2}` at odd ones.
+    fn label(&self, s: usize) -> usize {
+        if s.is_multiple_of(2) {
+            self.blank as usize
+        } else {
+            self.target[s / 2] as usize
+        }
+    }
+
+    /// A skip s-2 → s is allowed onto a label that differs from the label two back.
+    fn can_skip(&self, s: usize) -> bool {
+        s >= 2 && s % 2 == 1 && self.label(s) != self.label(s - 2)
+    }
+}
+
+/// The forward recursion: `α` as `[frames, 2L + 1]` row-major and `log p(target | input)`
+/// (`−∞` when no alignment exists). Inputs must have passed [`check_inputs`]; `frames ≥ 1`.
+fn forward(log_probs: &[f32], frames: usize, classes: usize, ext: &Extended) -> (Vec<f64>, f64) {
+    let inf = f64::NEG_INFINITY;
+    let s_len = ext.len();
+    let lp = |t: usize, k: usize| f64::from(log_probs[t * classes + k]);
     // α_t(s): log-probability of all prefixes ending at (t, s), emission at t included.
     let mut alpha = vec![inf; frames * s_len];
-    alpha[0] = lp(0, label(0));
+    alpha[0] = lp(0, ext.label(0));
     if s_len > 1 {
-        alpha[1] = lp(0, label(1));
+        alpha[1] = lp(0, ext.label(1));
     }
     for t in 1..frames {
         let (before, now) = alpha.split_at_mut(t * s_len);
@@ -124,10 +134,14 @@ pub fn ctc_alignment(
             if s >= 1 {
                 a = log_add(a, prev[s - 1]);
             }
-            if can_skip(s) {
+            if ext.can_skip(s) {
                 a = log_add(a, prev[s - 2]);
             }
-            now[s] = if a == inf { inf } else { a + lp(t, label(s)) };
+            now[s] = if a == inf {
+                inf
+            } else {
+                a + lp(t, ext.label(s))
+            };
         }
     }
     let last = &alpha[(frames - 1) * s_len..];
@@ -136,6 +150,63 @@ pub fn ctc_alignment(
     } else {
         last[0]
     };
+    (alpha, log_p)
+}
+
+/// `log p(target | input)` of one utterance by the CTC forward algorithm alone (no backward
+/// pass, no gradient): the score of a transcript given a clip. `−∞` when no alignment exists
+/// (fewer frames than [`min_frames`], or no frames).
+///
+/// # Shapes
+/// - `log_probs`: `[frames, classes]` row-major (frame-wise log-softmax outputs)
+/// - `target`: `[target_len]` class ids, none equal to `blank`
+///
+/// # Errors
+/// As [`ctc_alignment`].
+pub fn ctc_log_likelihood(
+    log_probs: &[f32],
+    frames: usize,
+    classes: usize,
+    target: &[u32],
+    blank: u32,
+) -> Result<f64, CodecError> {
+    check_inputs(log_probs, frames, classes, target, blank)?;
+    if frames == 0 {
+        return Ok(f64::NEG_INFINITY);
+    }
+    Ok(forward(log_probs, frames, classes, &Extended { target, blank }).1)
+}
+
+/// The CTC forward-backward pass for one utterance.
+///
+/// # Shapes
+/// - `log_probs`: `[frames, classes]` row-major (frame-wise log-softmax outputs)
+/// - `target`: `[target_len]` class ids, none equal to `blank`
+///
+/// # Errors
+/// [`CodecError::InvalidInput`] when the slice does not hold `frames × classes` values, or a
+/// target id is `blank` or out of range.
+pub fn ctc_alignment(
+    log_probs: &[f32],
+    frames: usize,
+    classes: usize,
+    target: &[u32],
+    blank: u32,
+) -> Result<CtcAlignment, CodecError> {
+    check_inputs(log_probs, frames, classes, target, blank)?;
+    let inf = f64::NEG_INFINITY;
+    let ext = Extended { target, blank };
+    let s_len = ext.len();
+    let label = |s: usize| ext.label(s);
+    let can_skip = |s: usize| ext.can_skip(s);
+    let lp = |t: usize, k: usize| f64::from(log_probs[t * classes + k]);
+    if frames == 0 {
+        return Ok(CtcAlignment {
+            nll: f64::INFINITY,
+            grad: Vec::new(),
+        });
+    }
+    let (alpha, log_p) = forward(log_probs, frames, classes, &ext);
     if log_p == inf {
         return Ok(CtcAlignment {
             nll: f64::INFINITY,
@@ -294,6 +365,47 @@ mod tests {
         for row in a.grad.chunks(c) {
             assert!((row.iter().sum::<f64>() + 1.0).abs() < 1e-9, "{row:?}");
         }
+    }
+
+    /// The forward algorithm equals the sum over every frame path that collapses to the
+    /// target (all 3^4 paths enumerated), and agrees with the forward-backward pass.
+    #[test]
+    fn log_likelihood_is_the_sum_over_collapsing_paths() {
+        let (t, c) = (4usize, 3usize);
+        let mut lp = Vec::new();
+        for i in 0..t {
+            let raw: Vec<f64> = (0..c).map(|k| ((i * 5 + k * 2) % 7) as f64 * 0.3).collect();
+            let z = raw.iter().map(|v| v.exp()).sum::<f64>().ln();
+            lp.extend(raw.iter().map(|v| (v - z) as f32));
+        }
+        for target in [vec![1u32, 2], vec![1, 1], vec![2], vec![2, 1, 2]] {
+            let mut total = 0.0f64;
+            for code in 0..c.pow(t as u32) {
+                let path: Vec<u32> = (0..t)
+                    .map(|i| ((code / c.pow(i as u32)) % c) as u32)
+                    .collect();
+                if crate::ctc::collapse_path(&path, 0) == target {
+                    let logp: f64 = path
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &k)| f64::from(lp[i * c + k as usize]))
+                        .sum();
+                    total += logp.exp();
+                }
+            }
+            let ll = ctc_log_likelihood(&lp, t, c, &target, 0).unwrap();
+            assert!(
+                (ll - total.ln()).abs() < 1e-5,
+                "{target:?}: {ll} vs {}",
+                total.ln()
+            );
+            let nll = ctc_alignment(&lp, t, c, &target, 0).unwrap().nll;
+            assert!((ll + nll).abs() < 1e-12, "{target:?}");
+        }
+        assert_eq!(
+            ctc_log_likelihood(&lp, t, c, &[1, 1, 1], 0).unwrap(),
+            f64::NEG_INFINITY
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! | `frontend` | [`Frontend`]: 80-band log-mel at 100 Hz + per-utterance normalisation |
 //! | `model` | [`CtcModelConfig`] → [`CtcModel`]: conv subsampling ×2 + bidirectional transformer + classifier |
 //! | `loss` | [`ctc_loss`]: CTC forward-backward on the host, exact gradient into the graph |
+//! | `forced_choice` | [`ForcedChoice`]: sentence identification among candidates by CTC likelihood |
 //! | `decode` | [`greedy_decode`]: best path, repeats collapsed, blanks dropped |
 //! | `cer` | [`ErrorCounts`], [`cer`], [`corpus_cer`]: Levenshtein over characters |
 //! | `data` | [`CtcCorpus`], [`CtcBatches`]: features, targets, deterministic batch plan, SpecAugment |
@@ -21,6 +22,7 @@
 pub mod cer;
 pub mod data;
 pub mod decode;
+pub mod forced_choice;
 pub mod frontend;
 pub mod loss;
 pub mod model;
@@ -30,8 +32,13 @@ pub mod teacher;
 pub use cer::{ErrorCounts, cer, corpus_cer, levenshtein};
 pub use data::{CorpusReport, CtcBatch, CtcBatches, CtcCorpus, CtcUtterance, SpecAugmentConfig};
 pub use decode::{collapse_path, greedy_decode};
+pub use forced_choice::{
+    ClipChoice, ClipVerdict, ForcedChoice, ForcedChoiceSummary, LengthNorm, LogProbs,
+};
 pub use frontend::{Frontend, FrontendConfig};
-pub use loss::{CtcAlignment, CtcLossOutput, ctc_alignment, ctc_loss, min_frames};
+pub use loss::{
+    CtcAlignment, CtcLossOutput, ctc_alignment, ctc_log_likelihood, ctc_loss, min_frames,
+};
 pub use model::{BLANK, CtcModel, CtcModelConfig, CtcOutput};
 pub use task::{CtcTask, CtcTaskConfig};
 pub use teacher::{CTC_KIND, CtcTeacher, CtcTeacherFile, read_teacher_file};

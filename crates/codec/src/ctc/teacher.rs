@@ -20,7 +20,9 @@ use voxspec_data::TextTokenizer;
 
 use super::cer::ErrorCounts;
 use super::decode::greedy_decode;
+use super::forced_choice::{ClipVerdict, ForcedChoice, LogProbs};
 use super::frontend::{Frontend, FrontendConfig};
+use super::host_f32;
 use super::model::{BLANK, CtcModel, CtcModelConfig};
 use crate::error::CodecError;
 use crate::teacher::{LayerSelection, SemanticTeacher};
@@ -315,6 +317,64 @@ impl CtcTeacher {
         let hyp = self.transcribe(wave)?;
         let counts = ErrorCounts::between(&hyp, &self.normalize(reference)?);
         Ok((hyp, counts))
+    }
+
+    /// Frame log-probabilities of several waveforms (one batched forward), read back to the
+    /// host and cut to each waveform's valid frames.
+    ///
+    /// # Shapes
+    /// `waves`: `batch` slices → `batch` × `[frames_b, vocab]` at 50 Hz.
+    ///
+    /// # Errors
+    /// As [`CtcTeacher::transcribe_batch`]; [`CodecError::TensorRead`] if the values cannot be
+    /// read back.
+    pub fn log_probs_batch(&self, waves: &[&[f32]]) -> Result<Vec<LogProbs>, CodecError> {
+        if waves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (x, lengths) = self.batch_features(waves)?;
+        let out = self.model.forward(x, &lengths)?;
+        let [_, frames, classes] = out.logits.dims();
+        // [batch, frames, classes], padded rows included
+        let host = host_f32(log_softmax(out.logits, 2).into_data(), "ctc log-probs")?;
+        out.lengths
+            .iter()
+            .enumerate()
+            .map(|(b, &len)| {
+                let start = b * frames * classes;
+                LogProbs::new(len, classes, host[start..start + len * classes].to_vec())
+            })
+            .collect()
+    }
+
+    /// Forced-choice identification of several clips (see [`super::forced_choice`]): one
+    /// batched teacher forward, then a CTC forward per candidate and clip. `own[b]` is the
+    /// index in `set` of clip `b`'s own transcript.
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidInput`] when `own` and `waves` differ in length or an index is not
+    /// a candidate; as [`CtcTeacher::log_probs_batch`].
+    pub fn forced_choice(
+        &self,
+        set: &ForcedChoice,
+        waves: &[&[f32]],
+        own: &[usize],
+    ) -> Result<Vec<ClipVerdict>, CodecError> {
+        if own.len() != waves.len() {
+            return Err(CodecError::InvalidInput {
+                what: "forced-choice clips",
+                reason: format!(
+                    "{} waveforms but {} own transcripts",
+                    waves.len(),
+                    own.len()
+                ),
+            });
+        }
+        self.log_probs_batch(waves)?
+            .iter()
+            .zip(own)
+            .map(|(lp, &own)| set.judge(&self.tokenizer, lp, own))
+            .collect()
     }
 
     /// Frame log-probabilities of one waveform.
