@@ -2,6 +2,7 @@
 //!
 //! - [`corpus`]: scan LibriTTS-layout or plain corpora into train/dev/test manifests;
 //! - [`manifest`]: the JSON-lines manifest format;
+//! - [`textgrid`]: phone alignments from Praat TextGrids (MFA output, the minitts alignments);
 //! - [`text`]: text normalisation and the BPE / character tokenizer (`tokenizer.json`);
 //! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
 //! - [`dataset`], [`bucket`]: Burn datasets and batchers with length bucketing and masks.
@@ -13,12 +14,13 @@ pub mod error;
 mod fsutil;
 pub mod manifest;
 pub mod text;
+pub mod textgrid;
 pub mod token_store;
 
 pub use bucket::{BucketConfig, bucket_batches};
 pub use corpus::{
-    Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress, SkipReason,
-    TranscriptKind, prepare,
+    AlignmentIssue, Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress,
+    SkipReason, TranscriptKind, prepare,
 };
 pub use dataset::{
     AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,
@@ -28,4 +30,5 @@ pub use error::{DataError, Result};
 pub use fsutil::write_atomic;
 pub use manifest::{Utterance, read_manifest, write_manifest};
 pub use text::{Normalization, TextTokenizer, TokenizerKind};
+pub use textgrid::{Alignment, read_textgrid};
 pub use token_store::{Codes, TokenStore, TokenStoreMeta, TokenStoreWriter};
