@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make_minitts.sh - synthesise the bundled "minitts" speech corpus (LibriTTS layout) offline
-# from the Harvard sentences with flite + sox + flac.  See datasets/README.md.
+# from the Harvard sentences with flite + sox + flac, with phone alignments (TextGrids, made by
+# align_minitts.sh).  See datasets/README.md.
 #
 # Output is deterministic: the same inputs and the same flite/sox/flac versions give
 # byte-identical files on every run (no dither, no timestamps, no randomness).
@@ -221,9 +222,16 @@ xargs -P "$JOBS" -L 1 bash -c 'set -euo pipefail; read -ra FLAC_OPTS <<< "$FLAC_
   done
 } > "$STAGE/SPEAKERS.tsv"
 
+# ---------------------------------------------------------------- phone alignments
+# <utt>.TextGrid beside every FLAC: re-runs each synthesis with flite -psdur and maps the phone
+# times through the sox trimming/padding above (see align_minitts.sh).
+"$SCRIPT_DIR/align_minitts.sh" --corpus "$STAGE" --jobs "$JOBS"
+
 # ---------------------------------------------------------------- checks + install
 n_flac=$(find "$STAGE" -name '*.flac' | wc -l)
 [[ "$n_flac" -eq "$n_utt" ]] || die "expected $n_utt FLAC files, found $n_flac"
+n_tg=$(find "$STAGE" -name '*.TextGrid' | wc -l)
+[[ "$n_tg" -eq "$n_utt" ]] || die "expected $n_utt TextGrid files, found $n_tg"
 find "$STAGE" -name '*.flac' | sort | while read -r f; do
   [[ -s "${f%.flac}.normalized.txt" && -s "${f%.flac}.original.txt" ]] || die "transcript missing for $f"
 done

@@ -27,6 +27,8 @@ enum TranscriptArg {
 /// Every file is decoded in full (use --header-only to trust headers); files that cannot be
 /// read, have no transcript or fall outside the duration bounds are skipped and counted by
 /// reason. Rerunning with the same settings keeps the finished manifests; --force rebuilds them.
+/// Utterances get their phone alignment from <utt>.TextGrid beside the audio or under
+/// --alignments (a warning counts those without one).
 #[derive(Debug, Args)]
 pub struct PrepareArgs {
     /// Corpus root (for LibriTTS: the directory holding train-clean-100, dev-clean, ...).
@@ -62,6 +64,11 @@ pub struct PrepareArgs {
     /// Which LibriTTS transcript to prefer (the other is the fallback).
     #[arg(long, value_enum, default_value = "normalized")]
     transcript: TranscriptArg,
+    /// Directory of phone alignments (Praat TextGrids, e.g. from the Montreal Forced Aligner),
+    /// searched as DIR/<speaker>/<chapter>/<utt>.TextGrid, DIR/<speaker>/<utt>.TextGrid and
+    /// DIR/<utt>.TextGrid. A <utt>.TextGrid beside the audio is always used when there is none.
+    #[arg(long, value_name = "DIR")]
+    alignments: Option<PathBuf>,
     /// Read only headers instead of decoding every file (faster, misses truncated files).
     #[arg(long)]
     header_only: bool,
@@ -110,6 +117,7 @@ pub fn run(args: PrepareArgs) -> anyhow::Result<()> {
             TranscriptArg::Original => TranscriptKind::Original,
         },
         verify_audio: !args.header_only,
+        alignments: args.alignments,
         ..base
     };
     let outcome = prepare(&config, &args.out, args.force, &Bar::new())

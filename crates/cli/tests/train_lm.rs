@@ -71,6 +71,7 @@ fn corpus(root: &Path) {
                 text: sentences[i].into(),
                 duration: frames as f64 / 50.0,
                 sample_rate: 16000,
+                alignment: None,
             });
         }
         writer.finish().expect("finish");

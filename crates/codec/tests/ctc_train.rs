@@ -39,6 +39,7 @@ fn utterances(n: usize) -> Vec<Utterance> {
                 text,
                 duration: info.duration_secs(),
                 sample_rate: info.sample_rate,
+                alignment: None,
             }
         })
         .collect()

@@ -10,6 +10,13 @@
 //!            speaker = the part of <utt> before its first '_' (the directory name if none)
 //! ```
 //!
+//! A phone alignment is attached to an utterance when a Praat TextGrid `<utt>.TextGrid` (MFA
+//! format, see [`crate::textgrid`]) lies beside its audio or in the directory given as
+//! [`PrepareConfig::alignments`] (as `<dir>/<speaker>/<chapter>/<utt>.TextGrid`,
+//! `<dir>/<speaker>/<utt>.TextGrid` or `<dir>/<utt>.TextGrid`). A malformed TextGrid is an error;
+//! one whose end differs from the audio's duration by more than [`ALIGNMENT_TOLERANCE_S`] is
+//! not used (a warning names it); utterances without one are counted in a warning.
+//!
 //! LibriTTS subsets are assigned to splits by name (`train-clean-100` → train, `dev-clean` → dev,
 //! ...). A plain corpus goes to train, minus stable hash-chosen fractions for dev and test.
 //!
@@ -29,11 +36,18 @@ use serde::{Deserialize, Serialize};
 use crate::error::{DataError, Result};
 use crate::fsutil::write_atomic;
 use crate::manifest::{Utterance, read_manifest, write_manifest};
+use crate::textgrid::{find_textgrid, read_textgrid};
 
 /// Audio file extensions the scanner picks up.
 pub const AUDIO_EXTENSIONS: [&str; 4] = ["wav", "flac", "mp3", "ogg"];
 /// The three splits, in manifest order.
 pub const SPLITS: [&str; 3] = ["train", "dev", "test"];
+/// An alignment whose end differs from the audio's duration by more than this (seconds) is not
+/// used: it most likely belongs to other audio.
+pub const ALIGNMENT_TOLERANCE_S: f64 = 0.05;
+/// Format version of `summary.json`; a finished preparation of an older version is redone
+/// (version 2: manifests carry alignments).
+pub const SUMMARY_VERSION: u32 = 2;
 
 /// How the corpus is laid out on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +95,9 @@ pub struct PrepareConfig {
     pub transcript: TranscriptKind,
     /// Decode every file in full (finds truncated and corrupt files) instead of reading headers.
     pub verify_audio: bool,
+    /// Directory of TextGrid phone alignments, searched before the audio's own directory.
+    #[serde(default)]
+    pub alignments: Option<PathBuf>,
 }
 
 impl PrepareConfig {
@@ -98,6 +115,7 @@ impl PrepareConfig {
             max_duration: 20.0,
             transcript: TranscriptKind::Normalized,
             verify_audio: true,
+            alignments: None,
         }
     }
 
@@ -189,6 +207,9 @@ pub struct SplitSummary {
     pub speakers: usize,
     /// Skipped utterances by reason.
     pub skipped: BTreeMap<SkipReason, usize>,
+    /// Kept utterances that have a phone alignment.
+    #[serde(default)]
+    pub aligned: usize,
 }
 
 /// A skipped file, for the report.
@@ -202,15 +223,30 @@ pub struct Skipped {
     pub detail: String,
 }
 
+/// A TextGrid that was found but not used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlignmentIssue {
+    /// The TextGrid file.
+    pub textgrid: PathBuf,
+    /// Why it was not used.
+    pub detail: String,
+}
+
 /// What a preparation produced; written to `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrepareSummary {
+    /// Format version ([`SUMMARY_VERSION`]; 0 for summaries written before versions existed).
+    #[serde(default)]
+    pub version: u32,
     /// The settings used.
     pub config: PrepareConfig,
     /// Counts per split (`train`, `dev`, `test`).
     pub splits: BTreeMap<String, SplitSummary>,
     /// Every skipped file with its reason.
     pub skipped: Vec<Skipped>,
+    /// TextGrids found but not used (their end does not match the audio).
+    #[serde(default)]
+    pub alignment_issues: Vec<AlignmentIssue>,
 }
 
 impl PrepareSummary {
@@ -220,6 +256,16 @@ impl PrepareSummary {
             .values()
             .map(|s| s.skipped.get(&reason).copied().unwrap_or(0))
             .sum()
+    }
+
+    /// Kept utterances over all splits.
+    pub fn kept(&self) -> usize {
+        self.splits.values().map(|s| s.kept).sum()
+    }
+
+    /// Kept utterances with a phone alignment over all splits.
+    pub fn aligned(&self) -> usize {
+        self.splits.values().map(|s| s.aligned).sum()
     }
 }
 
@@ -248,6 +294,25 @@ impl std::fmt::Display for PrepareSummary {
                 s.speakers,
                 total,
                 reasons.join(" ")
+            )?;
+        }
+        let aligned = self.aligned();
+        if aligned > 0 || !self.alignment_issues.is_empty() || self.config.alignments.is_some() {
+            writeln!(
+                f,
+                "alignments: {aligned} of {} kept utterances ({} without)",
+                self.kept(),
+                self.kept() - aligned
+            )?;
+        }
+        if !self.alignment_issues.is_empty() {
+            writeln!(
+                f,
+                "{} TextGrid(s) not used, their end differs from the audio by more than {} ms; first: {}: {}",
+                self.alignment_issues.len(),
+                ALIGNMENT_TOLERANCE_S * 1000.0,
+                self.alignment_issues[0].textgrid.display(),
+                self.alignment_issues[0].detail
             )?;
         }
         Ok(())
@@ -325,6 +390,16 @@ pub fn prepare(
     })?;
     let mut config = config.clone();
     config.root = root;
+    if let Some(dir) = &config.alignments {
+        let canonical = std::fs::canonicalize(dir)
+            .ok()
+            .filter(|d| d.is_dir())
+            .ok_or_else(|| DataError::Layout {
+                path: dir.clone(),
+                detail: "alignments directory not found".into(),
+            })?;
+        config.alignments = Some(canonical);
+    }
 
     if !force && let Some(summary) = finished_summary(out_dir)? {
         if summary.config != config {
@@ -347,7 +422,7 @@ pub fn prepare(
     tracing::info!(files = candidates.len(), "scanned corpus");
 
     progress.start(candidates.len() as u64, "checking audio");
-    let checked: Vec<(&'static str, std::result::Result<Utterance, Skipped>)> = candidates
+    let checked: Vec<(&'static str, Result<Checked>)> = candidates
         .into_par_iter()
         .map(|c| {
             let split = c.split;
@@ -357,16 +432,23 @@ pub fn prepare(
         })
         .collect();
     progress.finish();
+    // The first fatal error (a malformed TextGrid) in scan order.
+    let mut checked_ok = Vec::with_capacity(checked.len());
+    for (split, r) in checked {
+        checked_ok.push((split, r?));
+    }
 
     let mut per_split: BTreeMap<String, Vec<Utterance>> = BTreeMap::new();
     let mut splits: BTreeMap<String, SplitSummary> = BTreeMap::new();
     let mut skipped = Vec::new();
+    let mut alignment_issues = Vec::new();
     for split in SPLITS {
         per_split.insert(split.to_string(), Vec::new());
         splits.insert(split.to_string(), SplitSummary::default());
     }
-    for (split, result) in checked {
-        match result {
+    for (split, checked) in checked_ok {
+        alignment_issues.extend(checked.issue);
+        match checked.result {
             Ok(u) => per_split.entry(split.to_string()).or_default().push(u),
             Err(s) => {
                 tracing::debug!(path = %s.path.display(), reason = s.reason.name(), "{}", s.detail);
@@ -400,6 +482,25 @@ pub fn prepare(
         speakers.sort_unstable();
         speakers.dedup();
         s.speakers = speakers.len();
+        s.aligned = utts.iter().filter(|u| u.alignment.is_some()).count();
+    }
+    alignment_issues.sort_by(|a: &AlignmentIssue, b| a.textgrid.cmp(&b.textgrid));
+    let kept: usize = splits.values().map(|s| s.kept).sum();
+    let aligned: usize = splits.values().map(|s| s.aligned).sum();
+    if let Some(first) = alignment_issues.first() {
+        tracing::warn!(
+            "{} TextGrid(s) not used because their end differs from the audio by more than {} ms; first: {}: {}",
+            alignment_issues.len(),
+            ALIGNMENT_TOLERANCE_S * 1000.0,
+            first.textgrid.display(),
+            first.detail
+        );
+    }
+    if aligned < kept && (aligned > 0 || config.alignments.is_some()) {
+        tracing::warn!(
+            "{} of {kept} kept utterances have no phone alignment (no usable <utt>.TextGrid)",
+            kept - aligned
+        );
     }
 
     // A stale summary must not survive a partial rewrite: remove it first, write it last.
@@ -412,9 +513,11 @@ pub fn prepare(
         write_manifest(&manifest_path(out_dir, split), utts)?;
     }
     let summary = PrepareSummary {
+        version: SUMMARY_VERSION,
         config,
         splits,
         skipped,
+        alignment_issues,
     };
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| DataError::Manifest {
         path: summary_file.clone(),
@@ -436,6 +539,14 @@ fn finished_summary(out_dir: &Path) -> Result<Option<PrepareSummary>> {
     }
     let bytes = std::fs::read(&path).map_err(|e| DataError::io("reading", &path, e))?;
     match serde_json::from_slice::<PrepareSummary>(&bytes) {
+        Ok(s) if s.version < SUMMARY_VERSION => {
+            tracing::info!(
+                path = %path.display(),
+                "manifests of an older format (version {}); preparing again",
+                s.version
+            );
+            Ok(None)
+        }
         Ok(s) => Ok(Some(s)),
         Err(e) => {
             tracing::warn!(path = %path.display(), "unreadable summary ({e}); preparing again");
@@ -624,35 +735,44 @@ fn scan_plain(config: &PrepareConfig) -> Result<Vec<Candidate>> {
     Ok(out)
 }
 
-fn check_candidate(
-    c: Candidate,
-    config: &PrepareConfig,
-) -> std::result::Result<Utterance, Skipped> {
-    let skip = |reason, detail: String| Skipped {
-        path: c.audio.clone(),
-        reason,
-        detail,
+/// What checking one candidate gave: the utterance or why it was skipped, and a TextGrid that
+/// was found but not used.
+struct Checked {
+    result: std::result::Result<Utterance, Skipped>,
+    issue: Option<AlignmentIssue>,
+}
+
+fn check_candidate(c: Candidate, config: &PrepareConfig) -> Result<Checked> {
+    let skip = |reason, detail: String| {
+        Ok(Checked {
+            result: Err(Skipped {
+                path: c.audio.clone(),
+                reason,
+                detail,
+            }),
+            issue: None,
+        })
     };
     let Some(transcript) = c.transcripts.iter().find(|p| p.is_file()) else {
-        return Err(skip(
+        return skip(
             SkipReason::NoTranscript,
             format!("none of {:?}", c.transcripts),
-        ));
+        );
     };
     let text = match std::fs::read(transcript) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
         Err(e) => {
-            return Err(skip(
+            return skip(
                 SkipReason::NoTranscript,
                 format!("{}: {e}", transcript.display()),
-            ));
+            );
         }
     };
     if text.is_empty() {
-        return Err(skip(
+        return skip(
             SkipReason::EmptyTranscript,
             transcript.display().to_string(),
-        ));
+        );
     }
     let info = if config.verify_audio {
         voxspec_audio::load_with_info(&c.audio).map(|(info, audio)| (audio.duration_secs(), info))
@@ -662,26 +782,53 @@ fn check_candidate(
     let (duration, info) = match info {
         Ok(x) => x,
         Err(voxspec_audio::AudioError::Empty { .. }) => {
-            return Err(skip(SkipReason::EmptyAudio, "no samples".into()));
+            return skip(SkipReason::EmptyAudio, "no samples".into());
         }
-        Err(e) => return Err(skip(SkipReason::UnreadableAudio, e.to_string())),
+        Err(e) => return skip(SkipReason::UnreadableAudio, e.to_string()),
     };
     if duration <= 0.0 {
-        return Err(skip(SkipReason::EmptyAudio, "no samples".into()));
+        return skip(SkipReason::EmptyAudio, "no samples".into());
     }
     if duration < config.min_duration {
-        return Err(skip(SkipReason::TooShort, format!("{duration:.3} s")));
+        return skip(SkipReason::TooShort, format!("{duration:.3} s"));
     }
     if duration > config.max_duration {
-        return Err(skip(SkipReason::TooLong, format!("{duration:.3} s")));
+        return skip(SkipReason::TooLong, format!("{duration:.3} s"));
     }
-    Ok(Utterance {
-        id: c.id,
-        speaker: c.speaker,
-        chapter: c.chapter,
-        path: c.audio.to_string_lossy().into_owned(),
-        text,
-        duration,
-        sample_rate: info.sample_rate,
+    let mut alignment = None;
+    let mut issue = None;
+    if let Some(textgrid) = find_textgrid(
+        &c.audio,
+        &c.id,
+        &c.speaker,
+        &c.chapter,
+        config.alignments.as_deref(),
+    ) {
+        let a = read_textgrid(&textgrid)?;
+        if (a.end() - duration).abs() > ALIGNMENT_TOLERANCE_S {
+            issue = Some(AlignmentIssue {
+                detail: format!(
+                    "ends at {:.3} s, the audio {} lasts {duration:.3} s",
+                    a.end(),
+                    c.audio.display()
+                ),
+                textgrid,
+            });
+        } else {
+            alignment = Some(a);
+        }
+    }
+    Ok(Checked {
+        result: Ok(Utterance {
+            id: c.id,
+            speaker: c.speaker,
+            chapter: c.chapter,
+            path: c.audio.to_string_lossy().into_owned(),
+            text,
+            duration,
+            sample_rate: info.sample_rate,
+            alignment,
+        }),
+        issue,
     })
 }

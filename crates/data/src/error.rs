@@ -27,6 +27,16 @@ pub enum DataError {
         /// What is wrong.
         detail: String,
     },
+    /// A TextGrid (phone alignment) file is malformed or has no usable phone tier.
+    #[error("{path}:{line}: invalid TextGrid: {detail}")]
+    TextGrid {
+        /// The TextGrid file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        detail: String,
+    },
     /// A corpus directory does not have the expected layout.
     #[error("corpus layout error in {path}: {detail}")]
     Layout {

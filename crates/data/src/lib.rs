@@ -2,6 +2,7 @@
 //!
 //! - [`corpus`]: scan LibriTTS-layout or plain corpora into train/dev/test manifests;
 //! - [`manifest`]: the JSON-lines manifest format;
+//! - [`textgrid`]: phone alignments from Praat TextGrids (MFA output, the minitts alignments);
 //! - [`text`]: text normalisation and the BPE / character / phoneme tokenizer (`tokenizer.json`);
 //! - [`phones`], [`g2p`]: the phone set and English grapheme-to-phoneme (CMUdict + rules);
 //! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
@@ -17,12 +18,13 @@ pub mod g2p;
 pub mod manifest;
 pub mod phones;
 pub mod text;
+pub mod textgrid;
 pub mod token_store;
 
 pub use bucket::{BucketConfig, bucket_batches};
 pub use corpus::{
-    Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress, SkipReason,
-    TranscriptKind, prepare,
+    AlignmentIssue, Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress,
+    SkipReason, TranscriptKind, prepare,
 };
 pub use dataset::{
     AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,
@@ -35,4 +37,5 @@ pub use g2p::g2p;
 pub use manifest::{Utterance, read_manifest, write_manifest};
 pub use phones::{PHONES, normalize_phone};
 pub use text::{Normalization, TextTokenizer, TokenizerKind};
+pub use textgrid::{Alignment, read_textgrid};
 pub use token_store::{Codes, TokenStore, TokenStoreMeta, TokenStoreWriter};

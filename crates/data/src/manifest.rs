@@ -6,6 +6,9 @@
 //! ```
 //! `duration` is in seconds of the decoded audio; `sample_rate` is the file's native rate (models
 //! resample on load); `path` is absolute unless the manifest was written with relative paths.
+//! An utterance with a phone alignment (from a TextGrid) also carries
+//! `"alignment":{"phones":["sil","DH","AH",…],"ends":[0.15,0.19,0.23,…]}` (seconds); the field
+//! is left out when there is none, so manifests without alignments look as before.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -14,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result};
 use crate::fsutil::write_atomic;
+use crate::textgrid::Alignment;
 
 /// One utterance of a corpus.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +37,9 @@ pub struct Utterance {
     pub duration: f64,
     /// Native sample rate of the file in Hz.
     pub sample_rate: u32,
+    /// Phone alignment, when the corpus has one for this utterance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<Alignment>,
 }
 
 /// Reads a JSON-lines manifest; a malformed line is reported with its line number.
@@ -54,6 +61,15 @@ pub fn read_manifest(path: &Path) -> Result<Vec<Utterance>> {
                 path: path.to_path_buf(),
                 line: i + 1,
                 detail: "empty id".into(),
+            });
+        }
+        if let Some(a) = &utt.alignment
+            && let Err(e) = a.check()
+        {
+            return Err(DataError::Manifest {
+                path: path.to_path_buf(),
+                line: i + 1,
+                detail: format!("alignment of {:?}: {e}", utt.id),
             });
         }
         out.push(utt);
@@ -90,6 +106,7 @@ mod tests {
             text: "A \"quoted\" line.".into(),
             duration: 1.5,
             sample_rate: 16000,
+            alignment: None,
         }
     }
 
@@ -100,6 +117,60 @@ mod tests {
         let utts = vec![utt("a"), utt("b")];
         write_manifest(&p, &utts).unwrap();
         assert_eq!(read_manifest(&p).unwrap(), utts);
+    }
+
+    #[test]
+    fn alignment_roundtrips_and_is_left_out_when_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.jsonl");
+        let mut aligned = utt("b");
+        aligned.alignment = Some(Alignment {
+            phones: vec!["sil".into(), "AH".into(), "sil".into()],
+            ends: vec![0.15, 0.4, 1.5],
+        });
+        let utts = vec![utt("a"), aligned];
+        write_manifest(&p, &utts).unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(!lines[0].contains("alignment"), "{}", lines[0]);
+        assert!(
+            lines[1].contains(r#""alignment":{"phones":["sil","AH","sil"],"ends":[0.15,0.4,1.5]}"#),
+            "{}",
+            lines[1]
+        );
+        assert_eq!(read_manifest(&p).unwrap(), utts);
+    }
+
+    #[test]
+    fn old_manifest_lines_without_alignment_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.jsonl");
+        std::fs::write(
+            &p,
+            r#"{"id":"x","speaker":"1","chapter":"2","path":"/x.flac","text":"t","duration":2.0,"sample_rate":16000}"#,
+        )
+        .unwrap();
+        let utts = read_manifest(&p).unwrap();
+        assert_eq!(utts.len(), 1);
+        assert_eq!(utts[0].alignment, None);
+    }
+
+    #[test]
+    fn inconsistent_alignment_is_reported_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.jsonl");
+        let good = serde_json::to_string(&utt("a")).unwrap();
+        let bad = good.replace(
+            r#""sample_rate":16000"#,
+            r#""sample_rate":16000,"alignment":{"phones":["A","B"],"ends":[0.5]}"#,
+        );
+        assert_ne!(bad, good);
+        std::fs::write(&p, format!("{good}\n{bad}\n")).unwrap();
+        let err = read_manifest(&p).unwrap_err().to_string();
+        assert!(
+            err.contains("m.jsonl:2") && err.contains("2 phones but 1 end times"),
+            "{err}"
+        );
     }
 
     #[test]
