@@ -2,14 +2,17 @@
 # The main job: train an AR model with multi-token-prediction heads on codec tokens.
 #
 #   stage 0  prepare      corpus → manifests (train/dev/test.jsonl + summary.json)
-#   stage 1  tokenizer    BPE text tokenizer trained on the train transcripts
+#   stage 1  tokenizer    phoneme tokenizer (CMUdict + letter-to-sound; --tokenizer bpe for the
+#                         BPE baseline trained on the train transcripts)
 #   stage 2  extract      codec codes for every split (shipped codec checkpoints/codec-minitts,
 #                         or --codec DIR)
 #   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding
-#   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps)
+#   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps); aligned (phone track +
+#                         duration predictor) when the manifests carry phone alignments
 #   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps)
 #   stage 6  bench        decoders side by side on test sentences: TPT, speedup over AR, tokens
-#                         per forward, CER (CTC teacher), NLL → <exp>/bench (JSON, table, PNGs)
+#                         per forward, forced-choice accuracy and CER (CTC teacher), NLL
+#                         → <exp>/bench (JSON, table, PNGs)
 #   stage 7  export       self-contained model card of the AR model (+ transitions)
 #
 # Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
@@ -23,6 +26,9 @@ stage=0
 stop_stage=100
 exp=""
 vocab_size=""
+tokenizer_kind=phoneme
+alignments=""
+alignment=auto
 threads=""
 device=""
 codec=""
@@ -45,7 +51,13 @@ Usage: $0 [options]
   --stage N            first stage to run (default 0)
   --stop-stage N       last stage to run (default: all)
   --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
+  --tokenizer KIND     phoneme (default) or bpe (the unaligned baseline)
   --vocab-size N       BPE vocabulary size (default 256 for minitts, 512 for LibriTTS)
+  --alignments DIR     phone alignments as Montreal-Forced-Aligner TextGrids mirroring the corpus
+                       (<DIR>/<speaker>/<chapter>/<utt>.TextGrid); minitts ships its own next to
+                       the audio, made from flite's phone timings (datasets/align_minitts.sh)
+  --alignment MODE     AR model aligned: auto (default: when the manifests carry alignments and
+                       the tokenizer is phonemic), on, off
   --threads N          worker threads (default: all cores)
   --device SPEC        cpu (default), cuda, cuda:N, or a list (cuda:0,cuda:1) for data-parallel
                        AR/NAR training; cuda needs a binary built with --features cuda
@@ -79,6 +91,9 @@ while [ $# -gt 0 ]; do
     --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
     --exp) exp="$2"; shift 2 ;;
     --vocab-size) vocab_size="$2"; shift 2 ;;
+    --tokenizer) tokenizer_kind="$2"; shift 2 ;;
+    --alignments) alignments="$2"; shift 2 ;;
+    --alignment) alignment="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
@@ -154,15 +169,25 @@ if run_stage 0 prepare; then
   log "Stage 0 (prepare): $corpus → $exp/data"
   force=()
   for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
+  align=(); [ -n "$alignments" ] && align=(--alignments "$alignments")
   "$voxspec" "${global[@]}" prepare --corpus "$corpus" --out "$exp/data" \
-    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean "${force[@]}"
+    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean \
+    "${align[@]+"${align[@]}"}" "${force[@]+"${force[@]}"}"
   touch "$done_dir/prepare.done"
 fi
 
 if run_stage 1 tokenizer; then
-  log "Stage 1 (tokenizer): BPE, $vocab_size tokens → $exp/data/tokenizer.json"
-  "$voxspec" "${global[@]}" tokenizer train --manifest "$exp/data/train.jsonl" \
-    --out "$exp/data/tokenizer.json" --kind bpe --vocab-size "$vocab_size" --force
+  case "$tokenizer_kind" in
+    phoneme)
+      log "Stage 1 (tokenizer): phonemes (CMUdict + letter-to-sound) → $exp/data/tokenizer.json"
+      "$voxspec" "${global[@]}" tokenizer train --manifest "$exp/data/train.jsonl" \
+        --out "$exp/data/tokenizer.json" --kind phoneme --force ;;
+    bpe)
+      log "Stage 1 (tokenizer): BPE, $vocab_size tokens → $exp/data/tokenizer.json"
+      "$voxspec" "${global[@]}" tokenizer train --manifest "$exp/data/train.jsonl" \
+        --out "$exp/data/tokenizer.json" --kind bpe --vocab-size "$vocab_size" --force ;;
+    *) echo "error: --tokenizer must be phoneme or bpe, not '$tokenizer_kind'" >&2; exit 2 ;;
+  esac
   touch "$done_dir/tokenizer.done"
 fi
 
@@ -195,7 +220,7 @@ if run_stage 4 train_ar; then
     log "Stage 4 (train_ar): AR model with $heads heads, $ar_steps steps → $exp/ar"
     resume=(); [ -d "$exp/ar" ] && compgen -G "$exp/ar/checkpoint-*" >/dev/null && resume=(--resume)
     "$voxspec" "${global[@]}" train mtp "${lm_args[@]}" --heads "$heads" --steps "$ar_steps" \
-      --out "$exp/ar" "${resume[@]+"${resume[@]}"}"
+      --alignment "$alignment" --out "$exp/ar" "${resume[@]+"${resume[@]}"}"
     touch "$done_dir/train_ar.done"
   else
     missing+=("4:train_ar (no codes in $tokens)")

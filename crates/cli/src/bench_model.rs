@@ -366,12 +366,21 @@ pub fn forward_costs(
         "max_k and repeat must be at least 1"
     );
     let codebook = model.codebook_size() as u32;
-    let prompt = TtsPrompt {
-        text: vec![1; 8],
-        codes: (0..context.saturating_sub(9) as u32)
-            .map(|i| i % codebook)
-            .collect(),
-        durations: None,
+    let filler: Vec<u32> = (0..context.saturating_sub(9) as u32)
+        .map(|i| i % codebook)
+        .collect();
+    // An aligned model continues no acoustic prompt: its context is 8 phones whose durations
+    // cover every position, prefilled, then the codes as one block.
+    let aligned = model.is_aligned();
+    let prompt = if aligned {
+        let per = (context + max_k + 16).div_ceil(8) as u32;
+        TtsPrompt {
+            text: vec![1; 8],
+            codes: Vec::new(),
+            durations: Some(vec![per; 8]),
+        }
+    } else {
+        TtsPrompt::new(vec![1; 8], filler.clone())
     };
     let mut cache = model.new_cache(1, context + max_k + 8)?;
     model.prefill(
@@ -379,6 +388,9 @@ pub fn forward_costs(
         std::slice::from_ref(&prompt),
         LogitsRequest::next_token(),
     )?;
+    if aligned && !filler.is_empty() {
+        model.extend(&mut cache, &[filler], LogitsRequest::next_token())?;
+    }
     let base = model.cache_len(&cache, 0);
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(repeat); max_k];
     for rep in 0..repeat + 2 {

@@ -382,11 +382,13 @@ struct MtpSettings {
 pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
     let common = &args.common;
-    let pairs = load_pairs(common)?;
+    let mut pairs = load_pairs(common)?;
     let with_durations = pairs.train.iter().filter(|i| i.durations.is_some()).count();
     let aligned = match args.alignment {
         AlignmentMode::Off => false,
-        AlignmentMode::Auto => with_durations == pairs.train.len(),
+        // Most utterances aligned (a real corpus's aligner leaves some out): train aligned on
+        // those.
+        AlignmentMode::Auto => with_durations > 0 && with_durations * 10 >= pairs.train.len() * 9,
         AlignmentMode::On => {
             anyhow::ensure!(
                 with_durations == pairs.train.len(),
@@ -408,6 +410,16 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
         },
         pairs.train.len()
     );
+    if aligned && with_durations < pairs.train.len() {
+        println!(
+            "leaving out {} training utterances without durations",
+            pairs.train.len() - with_durations
+        );
+    }
+    if aligned {
+        pairs.train.retain(|i| i.durations.is_some());
+        pairs.dev.retain(|i| i.durations.is_some());
+    }
     let mut model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
         .with_n_heads(args.heads);
     if aligned {

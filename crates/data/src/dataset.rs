@@ -12,6 +12,7 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::Dataset;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 
+use crate::durations::alignment_frames;
 use crate::error::{DataError, Result};
 use crate::manifest::Utterance;
 use crate::text::TextTokenizer;
@@ -48,7 +49,9 @@ pub struct TtsDataset {
 }
 
 impl TtsDataset {
-    /// Tokenises every transcript and joins it with its codes.
+    /// Tokenises every transcript and joins it with its codes. With a phonemic tokenizer, an
+    /// utterance that carries a phone alignment is taken as its aligned phones with their
+    /// durations in codec frames ([`alignment_frames`]).
     pub fn new(
         utterances: &[Utterance],
         tokenizer: &TextTokenizer,
@@ -57,6 +60,8 @@ impl TtsDataset {
     ) -> Result<Self> {
         let mut items = Vec::with_capacity(utterances.len());
         let mut skipped = 0usize;
+        let mut misaligned = 0usize;
+        let frame_rate = store.meta().frame_rate;
         for u in utterances {
             let Some(codes) = store.get(&u.id) else {
                 match missing {
@@ -72,20 +77,47 @@ impl TtsDataset {
                     }
                 }
             };
-            let text = tokenizer.encode(&u.text).map_err(|e| match e {
-                DataError::Text { detail, .. } => DataError::Text {
-                    id: u.id.clone(),
-                    detail,
-                },
-                other => other,
-            })?;
+            // A phonemic tokenizer with a forced alignment: the text is the aligned phones and
+            // each lasts the frames the alignment gives it (an aligned AR model's input).
+            let aligned = match (&u.alignment, tokenizer.is_phonemic()) {
+                (Some(a), true) => {
+                    match alignment_frames(&a.ends, f64::from(frame_rate), codes.n_frames) {
+                        Ok(d) => Some((tokenizer.encode_phones(&a.phones)?, d)),
+                        Err(detail) => {
+                            tracing::warn!(id = %u.id, %detail, "alignment not used");
+                            misaligned += 1;
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let (text, durations) = match aligned {
+                Some((text, d)) => (text, Some(d)),
+                None => {
+                    let text = tokenizer.encode(&u.text).map_err(|e| match e {
+                        DataError::Text { detail, .. } => DataError::Text {
+                            id: u.id.clone(),
+                            detail,
+                        },
+                        other => other,
+                    })?;
+                    (text, None)
+                }
+            };
             items.push(TtsItem {
                 id: u.id.clone(),
                 speaker: u.speaker.clone(),
                 text,
                 codes: codes.clone(),
-                durations: None,
+                durations,
             });
+        }
+        if misaligned > 0 {
+            tracing::warn!(
+                misaligned,
+                "utterances whose alignment does not match their codes were taken without one"
+            );
         }
         if skipped > 0 {
             tracing::warn!(skipped, store = %store.dir().display(), "utterances without codes left out");
