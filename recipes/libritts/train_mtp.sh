@@ -70,7 +70,8 @@ Usage: $0 [options]
                        LibriTTS; at most 8192 padded positions either way)
   --teacher DIR        CTC teacher scoring the bench's CER (default: checkpoints/ctc-minitts
                        when it exists; without one the bench has no CER column)
-  --bench-utterances N test sentences the bench synthesises with every decoder (default 8)
+  --bench-utterances N test sentences the bench synthesises with every decoder (default 60: all
+                       of minitts's test split; forced choice is among every test transcript)
   --bench-heads LIST   head counts the bench compares (default 1,2,4,8 up to --heads)
   --preset NAME        model size: tiny, small (minitts default) or base (LibriTTS default)
   --force-stage NAME   rerun a finished stage (repeatable): prepare, tokenizer, ...
@@ -132,7 +133,7 @@ else
 fi
 codec="${codec:-checkpoints/codec-minitts}"
 teacher="${teacher:-checkpoints/ctc-minitts}"
-bench_utterances="${bench_utterances:-8}"
+bench_utterances="${bench_utterances:-60}"
 if [ -z "$bench_heads" ]; then
   bench_heads=$(for k in 1 2 4 8; do [ "$k" -le "$heads" ] && echo "$k"; done | paste -sd, -)
 fi
@@ -244,7 +245,8 @@ if run_stage 6 bench; then
     log "Stage 6 (bench): every decoder on $bench_utterances test sentences → $exp/bench"
     cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
     "$voxspec" "${global[@]}" bench decode --exp "$exp" --codec "$codec" --data "$exp/data" \
-      --max-utterances "$bench_utterances" --heads "$bench_heads" "${cer[@]}" --out "$exp/bench"
+      --max-utterances "$bench_utterances" --heads "$bench_heads" --top-k 3 --self-spec \
+      "${cer[@]}" --out "$exp/bench"
     touch "$done_dir/bench.done"
   else
     missing+=("6:bench (needs the AR and NAR models and the codec)")

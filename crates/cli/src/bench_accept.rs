@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
+use burn::data::dataset::Dataset;
 use clap::Args;
 use serde::Serialize;
-use voxspec_data::{TextTokenizer, TokenStore, read_manifest};
+use voxspec_data::{MissingCodes, TextTokenizer, TokenStore, TtsDataset, read_manifest};
 use voxspec_infer::acceptance::{
     ForcedSequence, OfflineAcceptance, teacher_forced, teacher_forced_head,
 };
@@ -86,22 +87,27 @@ pub fn run(args: AcceptanceArgs) -> anyhow::Result<()> {
     let utts = read_manifest(&args.data.join(format!("{}.jsonl", args.split)))?;
     let store = TokenStore::open(&args.tokens, &args.split)
         .with_context(|| format!("opening the {} token store", args.split))?;
+    // Teacher forcing needs the real codes' track: an aligned target takes each utterance's
+    // forced-alignment durations (utterances without one are left out).
+    let dataset = TtsDataset::new(&utts, &tokenizer, &store, MissingCodes::Skip)?;
     let mut sequences = Vec::new();
-    for u in utts
-        .iter()
-        .filter(|u| store.contains(&u.id))
-        .take(args.max_utterances)
-    {
-        let Some(codes) = store.get(&u.id) else {
-            continue;
+    for i in 0..dataset.len() {
+        if sequences.len() >= args.max_utterances {
+            break;
+        }
+        let item = dataset.get(i)?;
+        let durations = match (target.is_aligned(), item.durations) {
+            (true, None) => continue,
+            (true, d) => d,
+            (false, _) => None,
         };
         sequences.push(ForcedSequence {
             prompt: TtsPrompt {
-                text: tokenizer.encode(&u.text)?,
+                text: item.text,
                 codes: Vec::new(),
-                durations: None,
+                durations,
             },
-            tokens: codes.stream(0).to_vec(),
+            tokens: item.codes.stream(0).to_vec(),
         });
     }
     anyhow::ensure!(
