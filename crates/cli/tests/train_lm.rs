@@ -161,10 +161,10 @@ fn language_models_train_resume_and_make_drafts() {
         &device,
     );
     for (a, b) in original
-        .forward(ids.clone())
+        .forward(ids.clone(), None)
         .expect("forward")
         .into_iter()
-        .zip(exported.forward(ids).expect("forward"))
+        .zip(exported.forward(ids, None).expect("forward"))
     {
         assert_eq!(
             a.into_data().try_into_vec::<f32>().expect("f32"),
