@@ -1,23 +1,11 @@
 //! `voxspec eval intelligibility` with the shipped CTC teacher on a few test-clean clips: the
 //! JSON report, a deliberately wrong pairing that must fail, and clear input errors.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn voxspec(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_voxspec"))
-        .args(args)
-        .output()
-        .expect("the voxspec binary runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{text, voxspec};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -18,7 +18,9 @@ pub fn alignment_frames(
     let Some(&last) = ends.last() else {
         return Err("the alignment has no phones".into());
     };
-    if ends.iter().any(|e| !e.is_finite() || *e < 0.0) || !(frame_rate > 0.0) {
+    if ends.iter().any(|e| !e.is_finite() || *e < 0.0)
+        || !(frame_rate.is_finite() && frame_rate > 0.0)
+    {
         return Err(format!(
             "alignment end times must be finite and non-negative (frame rate {frame_rate})"
         ));

@@ -32,6 +32,6 @@ pub use nar::{NarConfig, NarInput, NarItem, NarModel};
 pub use nar_train::{NarBatch, NarData, NarTask, NarTaskConfig};
 pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout};
 pub use train::{
-    BatchItem, DurationBatch, HostBatch, MtpBatch, MtpData, MtpTask, MtpTaskConfig, duration_loss,
-    host_batch, mtp_loss, rescale_durations,
+    BatchItem, DurationBatch, HostBatch, HostDurations, MtpBatch, MtpData, MtpTask, MtpTaskConfig,
+    duration_loss, host_batch, mtp_loss, rescale_durations,
 };

@@ -72,12 +72,26 @@ pub struct HostBatch {
     pub targets: Vec<i64>,
     /// Target weights `[heads, batch, width]`.
     pub weights: Vec<f32>,
-    /// Duration ids, mask and `ln(1 + frames)` targets, each `[batch, text_width]`.
-    pub durations: Option<(Vec<i64>, Vec<bool>, Vec<f32>, usize)>,
+    /// Duration predictor inputs and targets (aligned models).
+    pub durations: Option<HostDurations>,
     /// Head-0 targets.
     pub tokens: usize,
     /// `[batch, width]`.
     pub shape: [usize; 2],
+}
+
+/// Host-side duration part of a batch: text ids, mask and `ln(1 + frames)` targets, each
+/// `[batch, len]`.
+#[derive(Debug, Clone)]
+pub struct HostDurations {
+    /// Text ids.
+    pub ids: Vec<i64>,
+    /// True at real phones.
+    pub mask: Vec<bool>,
+    /// `ln(1 + frames)`.
+    pub target: Vec<f32>,
+    /// Longest text of the batch.
+    pub len: usize,
 }
 
 /// Builds the ids and per-head targets of `items` for a model of `config`.
@@ -163,7 +177,12 @@ pub fn host_batch(config: &MtpConfig, items: &[BatchItem<'_>]) -> voxspec_train:
                 target[at] = (d as f32).ln_1p();
             }
         }
-        (d_ids, mask, target, text_width)
+        HostDurations {
+            ids: d_ids,
+            mask,
+            target,
+            len: text_width,
+        }
     });
     Ok(HostBatch {
         ids,
@@ -238,13 +257,11 @@ impl MtpBatch {
             let slots = t.len() / (batch * width).max(1);
             Tensor::from_data(TensorData::new(t, [batch, width, slots]), device)
         });
-        let durations = host
-            .durations
-            .map(|(ids, mask, target, len)| DurationBatch {
-                ids: Tensor::from_data(TensorData::new(ids, [batch, len]), device),
-                mask: Tensor::from_data(TensorData::new(mask, [batch, len]), device),
-                target: Tensor::from_data(TensorData::new(target, [batch, len]), device),
-            });
+        let durations = host.durations.map(|d| DurationBatch {
+            ids: Tensor::from_data(TensorData::new(d.ids, [batch, d.len]), device),
+            mask: Tensor::from_data(TensorData::new(d.mask, [batch, d.len]), device),
+            target: Tensor::from_data(TensorData::new(d.target, [batch, d.len]), device),
+        });
         MtpBatch {
             ids: Tensor::from_data(TensorData::new(host.ids, [batch, width]), device),
             track,
@@ -317,10 +334,13 @@ pub struct MtpTaskConfig {
     pub bucket: BucketConfig,
 }
 
+/// Text, stream-0 codes and durations of one utterance.
+type OwnedItem = (Vec<u32>, Vec<u32>, Option<Vec<u32>>);
+
 /// (text, stream-0 codes, durations) in memory with a deterministic bucketed plan per epoch.
 #[derive(Debug, Clone)]
 pub struct MtpData {
-    items: Vec<(Vec<u32>, Vec<u32>, Option<Vec<u32>>)>,
+    items: Vec<OwnedItem>,
     lengths: Vec<usize>,
     config: MtpConfig,
     bucket: BucketConfig,

@@ -72,6 +72,8 @@ fn assert_close(a: &[f32], b: &[f32], what: &str) {
 }
 
 #[test]
+// `h` indexes the cached logits (`row(b, p, h)`) and the full ones alike.
+#[allow(clippy::needless_range_loop)]
 fn cached_decoding_with_rollback_equals_the_full_forward() {
     let model = model();
     let heads = model.n_heads();
@@ -205,7 +207,7 @@ fn phone_items(n: u32, seed: u32) -> Vec<TtsItem> {
         .map(|i| {
             let len = 4 + (i % 4) as usize;
             let text: Vec<u32> = (0..len as u32)
-                .map(|k| 4 + ((i * 7 + k * 5 + seed) * 2654435761u32 >> 7) % 8)
+                .map(|k| 4 + ((i * 7 + k * 5 + seed).wrapping_mul(2654435761) >> 7) % 8)
                 .collect();
             let durations: Vec<u32> = text.iter().map(|&p| 1 + p % 3).collect();
             let mut codes = Vec::new();
