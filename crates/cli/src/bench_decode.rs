@@ -19,7 +19,7 @@ use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
 use voxspec_data::{Progress, read_manifest};
 use voxspec_infer::{
     DecodeStats, LanguageModel, SequenceNll, SimilarityGroups, StopReason, Transitions,
-    sequence_nll,
+    groups_of_mean_size, sequence_nll,
 };
 use voxspec_mtp::load_mtp;
 
@@ -71,13 +71,12 @@ pub struct DecodeBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "0,0.1,0.2,0.3,0.4")]
     betas: Vec<f32>,
     /// PCG similarity thresholds θ (groups built from the AR model's code embeddings).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        allow_hyphen_values = true,
-        default_value = "0.3,0.45,0.6"
-    )]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     thetas: Vec<f32>,
+    /// PCG rows whose θ is chosen so that the groups have these mean sizes (a fixed θ does not
+    /// carry over between models) [default without --thetas: 4.5,10.3, the paper's ablation].
+    #[arg(long, value_delimiter = ',')]
+    group_sizes: Option<Vec<f64>>,
     /// No PCG rows.
     #[arg(long)]
     no_pcg: bool,
@@ -241,15 +240,27 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             .collect();
         if !args.no_pcg {
             let (table, vocab, dim) = crate::groups::code_table(&pipeline.ar)?;
+            let mut built = Vec::new();
             for &theta in &args.thetas {
-                let groups = SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?;
-                let s = groups.summary();
-                eprintln!(
-                    "PCG θ {theta}: {} groups, mean size {:.2}, max {}",
-                    s.n_groups, s.mean_group_size, s.max_group_size
-                );
-                parts.groups.push((theta, Arc::new(groups)));
-                rules.push(RuleSpec::Pcg { theta });
+                built.push(SimilarityGroups::from_embeddings(
+                    &table, vocab, dim, theta,
+                )?);
+            }
+            let sizes = match (&args.group_sizes, args.thetas.is_empty()) {
+                (Some(sizes), _) => sizes.clone(),
+                (None, true) => vec![4.5, 10.3],
+                (None, false) => Vec::new(),
+            };
+            for &size in &sizes {
+                built.push(groups_of_mean_size(&table, vocab, dim, size)?);
+            }
+            for groups in built {
+                let theta = groups.theta();
+                crate::groups::report(&groups);
+                if parts.groups.iter().all(|(t, _)| *t != theta) {
+                    parts.groups.push((theta, Arc::new(groups)));
+                    rules.push(RuleSpec::Pcg { theta });
+                }
             }
         }
         if let Some(dir) = &args.draft {
@@ -529,7 +540,7 @@ fn write_plots(dir: &std::path::Path, rows: &[Row], cer: bool) -> anyhow::Result
         let label = match rule {
             RuleSpec::Sd => format!("{prefix} sd"),
             RuleSpec::Ssd { beta } => format!("{prefix} ssd β={beta}"),
-            RuleSpec::Pcg { theta } => format!("{prefix} pcg θ={theta}"),
+            RuleSpec::Pcg { theta } => format!("{prefix} pcg θ={theta:.3}"),
         };
         match lines.iter_mut().find(|s| s.label == label) {
             Some(s) => s.points.push((gamma as f64, r.speedup)),

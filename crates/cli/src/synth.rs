@@ -460,7 +460,7 @@ impl DecoderSpec {
         let rule = |r: &RuleSpec| match r {
             RuleSpec::Sd => "sd".to_string(),
             RuleSpec::Ssd { beta } => format!("ssd β={beta}"),
-            RuleSpec::Pcg { theta } => format!("pcg θ={theta}"),
+            RuleSpec::Pcg { theta } => format!("pcg θ={theta:.3}"),
         };
         match self {
             DecoderSpec::Ar => "ar".into(),

@@ -201,6 +201,39 @@ fn groups_are_built_from_a_models_code_embeddings() {
             .any(|&g| groups.members(g as usize).contains(&t))
     }));
 
+    // θ from a target mean size; a θ that leaves only singletons is warned about.
+    let out = dir.path().join("sized.safetensors");
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(dir.path()),
+        "--mean-size",
+        "3",
+        "--out",
+        path(&out),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let sized = SimilarityGroups::load(&out).expect("load");
+    assert!(
+        (sized.mean_group_size() - 3.0).abs() < 1.0,
+        "{}",
+        sized.mean_group_size()
+    );
+    assert!(!text(&o).contains("warning"), "{}", text(&o));
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(dir.path()),
+        "--theta",
+        "0.99",
+        "--out",
+        path(&out),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("warning: every group"), "{}", text(&o));
+
     let o = voxspec(&[
         "groups",
         "build",

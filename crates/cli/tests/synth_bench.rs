@@ -223,10 +223,10 @@ fn synthesize_and_bench_every_decoder() {
             "mtp+viterbi k=4 top_k=3",
             "sd γ=2",
             "ssd β=0.2 γ=2",
-            "pcg θ=0.5 γ=2",
+            "pcg θ=0.500 γ=2",
             "self-spec sd γ=2",
             "self-spec ssd β=0.2 γ=2",
-            "self-spec pcg θ=0.5 γ=2",
+            "self-spec pcg θ=0.500 γ=2",
         ]
     );
     // Forced choice among every transcript of the split (not only the 2 synthesised).

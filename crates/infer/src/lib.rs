@@ -48,7 +48,9 @@ pub use acceptance::{
     ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced,
     teacher_forced_head,
 };
-pub use groups::{GroupSummary, SimilarityGroups, read_embedding_table, sweep_theta};
+pub use groups::{
+    GroupSummary, SimilarityGroups, groups_of_mean_size, read_embedding_table, sweep_theta,
+};
 pub use self_spec::SelfSpeculativeDecoder;
 pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
 pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};
