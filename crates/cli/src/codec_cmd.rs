@@ -180,6 +180,9 @@ pub struct DecodeArgs {
     /// Output WAV file.
     #[arg(long, short, value_name = "FILE")]
     out: PathBuf,
+    /// Sample format: 16-bit PCM (every WAV reader opens it) or 32-bit float.
+    #[arg(long, value_enum, default_value = "pcm16")]
+    format: crate::audio_cmd::FormatArg,
 }
 
 /// Write token stores (RVQ codes) for every split of a prepared corpus.
@@ -688,7 +691,7 @@ fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     }
     let n = out.len();
     let audio = voxspec_audio::Audio::new(out, config.sample_rate);
-    voxspec_audio::write_wav(&args.out, &audio, voxspec_audio::WavFormat::Float32)?;
+    voxspec_audio::write_wav(&args.out, &audio, args.format.into())?;
     println!(
         "{}: codes [{n_q}, {frames}] → {n} samples at {} Hz → {}",
         args.input.display(),
