@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use voxspec_audio::{Audio, WavFormat};
 
@@ -75,8 +74,7 @@ pub fn run(cmd: AudioCommand) -> anyhow::Result<()> {
                 Some(r) => voxspec_audio::load_resampled(&a.input, r)?,
                 None => voxspec_audio::load(&a.input)?,
             };
-            voxspec_audio::write_wav(&a.output, &audio, a.format.into())
-                .with_context(|| format!("writing {}", a.output.display()))?;
+            voxspec_audio::write_wav(&a.output, &audio, a.format.into())?;
             println!(
                 "wrote {} ({} Hz, {:.3} s)",
                 a.output.display(),

@@ -273,7 +273,7 @@ impl Pipeline {
         let room = self.ar.transformer.max_seq_len().saturating_sub(used);
         if room == 0 {
             bail!(
-                "the text and prompt take {used} positions, more than the AR model's context of                  {} positions",
+                "the text and prompt take {used} positions, more than the AR model's context of {} positions",
                 self.ar.transformer.max_seq_len()
             );
         }
@@ -641,8 +641,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         &args.out,
         &Audio::new(out.samples, pipeline.sample_rate()),
         WavFormat::Pcm16,
-    )
-    .with_context(|| format!("writing {}", args.out.display()))?;
+    )?;
     let forwards = g.stats.target_forwards.max(1);
     println!(
         "{}: {} codes ({:.2} s of audio, stopped at {}) → {}",
