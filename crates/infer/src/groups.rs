@@ -1,4 +1,5 @@
-//! Acoustic similarity groups (PCG, Yanuka et al., paper 003 §2.1–2.2).
+//! Acoustic similarity groups (PCG: Yanuka et al., "Principled Coarse-Grained Acceptance for
+//! Speculative Decoding in Speech", §2.1–2.2).
 //!
 //! Each token `t` spans a group `G(t) = {t' : cos(E_t, E_t') > θ}` over the target model's token
 //! embedding table `E` (`[V, D]`). Groups overlap; identical groups are stored once, so there are

@@ -1,4 +1,5 @@
-//! [`MtpDecoder`]: multi-token prediction (paper 000, §III-B and §III-C): each forward pass reads
+//! [`MtpDecoder`]: multi-token prediction (Nguyen et al. 2025, "Accelerating Codec-based
+//! Speech Synthesis with Multi-Token Prediction and Speculative Decoding", §III-B and §III-C): each forward pass reads
 //! `k` heads at the last position and emits up to `k` tokens, fed back in one `extend` call.
 //!
 //! ```text

@@ -1,6 +1,6 @@
 //! [`SpeculativeDecoder`]: a draft model proposes `γ` tokens, the target scores them all in one
-//! forward, and an [`AcceptanceRule`] keeps a prefix (Leviathan et al. 2023; SSD, paper 001
-//! Algorithm 1; PCG, paper 003 Algorithm 1).
+//! forward, and an [`AcceptanceRule`] keeps a prefix (Leviathan et al. 2023; SSD, Lin et al. 2025,
+//! Algorithm 1; PCG, Yanuka et al., Algorithm 1).
 //!
 //! ```text
 //! per step, per active sequence b (own γ_b, own random stream):
