@@ -18,10 +18,9 @@ use voxspec_codec::ctc::{ForcedChoice, LengthNorm};
 use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
 use voxspec_data::{Progress, read_manifest};
 use voxspec_infer::{
-    DecodeStats, LanguageModel, SequenceNll, SimilarityGroups, StopReason, Transitions,
-    groups_of_mean_size, sequence_nll,
+    DecodeStats, SequenceNll, SimilarityGroups, StopReason, Transitions, groups_of_mean_size,
+    sequence_nll,
 };
-use voxspec_mtp::load_mtp;
 
 use crate::bench_model::forward_costs;
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
@@ -264,17 +263,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             }
         }
         if let Some(dir) = &args.draft {
-            let (_, draft) = load_mtp(dir, &device)
-                .with_context(|| format!("loading the draft {}", dir.display()))?;
-            if draft.vocab_size() != pipeline.ar.vocab_size() {
-                bail!(
-                    "the draft {} predicts {} tokens, the target {} — a draft must share its \
-                     target's codebook",
-                    dir.display(),
-                    draft.vocab_size(),
-                    pipeline.ar.vocab_size()
-                );
-            }
+            let draft = crate::synth::load_draft(dir, &pipeline.ar, &device)?;
             parts.draft = Some(draft);
             for &gamma in &args.gammas {
                 for rule in &rules {
