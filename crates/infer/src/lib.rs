@@ -28,7 +28,9 @@ pub mod transitions;
 pub mod viterbi;
 
 pub use ar::ArDecoder;
-pub use decoder::{DecodeStats, Decoder, Generation, Limits, Request, Sequence, StopReason};
+pub use decoder::{
+    DecodeStats, Decoder, Generation, Limits, ModelCall, Request, Sequence, StopReason,
+};
 pub use error::{InferError, Result};
 pub use lm::{LanguageModel, Logits, LogitsRequest, check_blocks};
 pub use mtp::MtpDecoder;
