@@ -238,7 +238,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             })
             .collect();
         if !args.no_pcg {
-            let (table, vocab, dim) = crate::groups::code_table(&pipeline.ar)?;
+            let (table, vocab, dim) = pipeline.ar.code_embeddings()?;
             let mut built = Vec::new();
             for &theta in &args.thetas {
                 built.push(SimilarityGroups::from_embeddings(

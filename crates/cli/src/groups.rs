@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use burn::tensor::Tensor;
 use clap::{Args, Subcommand};
 use voxspec_infer::groups::{SimilarityGroups, groups_of_mean_size, sweep_theta};
 use voxspec_mtp::load_mtp;
@@ -45,22 +44,6 @@ pub fn run(cmd: GroupsCommand) -> anyhow::Result<()> {
 }
 
 /// The code rows of the input embedding plus a zero row for end-of-speech: `[codebook + 1, d]`.
-pub(crate) fn code_table(
-    model: &voxspec_mtp::MtpModel,
-) -> anyhow::Result<(Vec<f32>, usize, usize)> {
-    let weight = model.embedding.weight.val();
-    let [_, d] = weight.dims();
-    let codebook = model.codebook_size();
-    // [codebook, d]: ids text_vocab + 1 .. text_vocab + 1 + codebook
-    let codes = weight.narrow(0, model.text_vocab() + 1, codebook);
-    let eos = Tensor::<2>::zeros([1, d], &codes.device());
-    let table = Tensor::cat(vec![codes, eos], 0)
-        .into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| anyhow::anyhow!("cannot read the embedding table: {e:?}"))?;
-    Ok((table, codebook + 1, d))
-}
-
 /// Prints the size statistics of `groups`, and a warning when every group is a singleton (PCG
 /// then accepts exactly what exact speculative sampling accepts).
 pub(crate) fn report(groups: &SimilarityGroups) {
@@ -86,7 +69,7 @@ pub(crate) fn report(groups: &SimilarityGroups) {
 fn build(args: BuildArgs) -> anyhow::Result<()> {
     let (_, model) = load_mtp(&args.checkpoint, &crate::device::single()?)
         .with_context(|| format!("loading {}", args.checkpoint.display()))?;
-    let (table, vocab, dim) = code_table(&model)?;
+    let (table, vocab, dim) = model.code_embeddings()?;
     let groups = match args.theta {
         Some(theta) => SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?,
         None => groups_of_mean_size(&table, vocab, dim, args.mean_size.unwrap_or(4.5))?,

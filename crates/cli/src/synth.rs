@@ -703,7 +703,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             parts.draft = Some(load_draft(dir, &pipeline.ar, &device)?);
             let rule = match rule {
                 RuleSpec::Pcg { .. } => {
-                    let (table, vocab, dim) = crate::groups::code_table(&pipeline.ar)?;
+                    let (table, vocab, dim) = pipeline.ar.code_embeddings()?;
                     let groups = match args.theta {
                         Some(theta) => {
                             SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?
