@@ -28,7 +28,7 @@ use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance,
 use voxspec_train::{TrainObserver, Trainer, list_checkpoints};
 
 use crate::progress::Bar;
-use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c};
+use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c, read_split};
 
 /// Name of the codes tensor in the files `codec encode` writes.
 const CODES_TENSOR: &str = "codes";
@@ -324,14 +324,6 @@ fn load_split(
         .collect::<anyhow::Result<Vec<_>>>();
     bar.finish();
     out
-}
-
-fn read_split(data: &Path, split: &str, required: bool) -> anyhow::Result<Vec<Utterance>> {
-    let path = data.join(format!("{split}.jsonl"));
-    if !path.is_file() && !required {
-        return Ok(Vec::new());
-    }
-    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
 }
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {
