@@ -48,8 +48,8 @@ pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
 pub use metrics::{McdConfig, McdScore, MelCepstralDistortion};
 pub use quant::{
-    EuclideanCodebook, Quantizer, QuantizerMetrics, QuantizerOutput, ResidualVectorQuantizer,
-    VectorQuantizer,
+    EuclideanCodebook, OrderedProductQuantizer, ProductQuantizer, Quantizer, QuantizerMetrics,
+    QuantizerOutput, ResidualVectorQuantizer, VectorQuantizer,
 };
 pub use speechtokenizer::{
     CODEC_KIND, CodecOutput, SpeechTokenizer, SpeechTokenizerConfig, load_codec, save_codec,

@@ -7,22 +7,30 @@
 //!   │
 //! ResidualVectorQuantizer   n_q layers on successive residuals; any prefix of the layers
 //!                           can be used at encode/decode time                  (rvq.rs)
+//! ProductQuantizer          G groups of channels, one VectorQuantizer each      (pq.rs)
+//!   │
+//! OrderedProductQuantizer   pairs of PQ groups as streams, nested dropout       (opq.rs)
 //! ```
 //!
 //! Every quantizer speaks the same shapes: latents `[batch, dim, frames]` in, codes
 //! `[n_q, batch, frames]` out (`n_q` streams, the layout of the token stores), and its
-//! `forward` returns a [`QuantizerOutput`]. Planned, not built yet: a product quantizer (groups
-//! of channels, one [`VectorQuantizer`] each) and SoCodec's ordered product quantizer (streams
-//! of sub-codebooks whose token is `i0 + K·i1`), as further implementations of [`Quantizer`]
-//! from the same [`VectorQuantizer`] and [`EuclideanCodebook`].
+//! `forward` returns a [`QuantizerOutput`]. Three implementations, so SoCodec's PQ / RQ / OPQ
+//! comparison can be rerun: [`ResidualVectorQuantizer`] (RQ), [`ProductQuantizer`] (PQ: groups
+//! of channels, one [`VectorQuantizer`] each) and [`OrderedProductQuantizer`] (OPQ: pairs of
+//! sub-codebooks as streams, token `i0 + K·i1`, nested dropout in training), all from the same
+//! [`VectorQuantizer`] and [`EuclideanCodebook`] with their EMA updates.
 
 mod codebook;
+mod opq;
+mod pq;
 mod rvq;
 mod vq;
 
 pub use codebook::{
     CodebookSettings, CodebookUpdate, EuclideanCodebook, EuclideanCodebookConfig, SplitMix64,
 };
+pub use opq::{OrderedProductQuantizer, OrderedProductQuantizerConfig, pair_token, split_token};
+pub use pq::{ProductQuantizer, ProductQuantizerConfig};
 pub use rvq::{ResidualVectorQuantizer, ResidualVectorQuantizerConfig};
 pub use vq::{VectorQuantizer, VectorQuantizerConfig, VqOutput};
 
