@@ -11,6 +11,7 @@
 pub mod bucket;
 pub mod corpus;
 pub mod dataset;
+pub mod delay;
 pub mod durations;
 pub mod error;
 mod fsutil;
@@ -30,6 +31,7 @@ pub use dataset::{
     AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,
     TtsBatcher, TtsDataset, TtsItem,
 };
+pub use delay::{DelayPattern, UNGENERATED};
 pub use durations::alignment_frames;
 pub use error::{DataError, Result};
 pub use fsutil::write_atomic;
