@@ -25,7 +25,7 @@ use voxspec_codec::speechtokenizer::train::{
 use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
 use voxspec_codec::{FeatureStoreReader, SpeechTokenizer, SpeechTokenizerConfig};
 use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
-use voxspec_train::{TrainObserver, Trainer, list_checkpoints};
+use voxspec_train::{TrainObserver, Trainer};
 
 use crate::progress::Bar;
 use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c, read_split};
@@ -83,7 +83,7 @@ impl Preset {
 /// (a generator and a discriminator phase per step).
 ///
 /// Reads <DATA>/train.jsonl (and dev.jsonl for validation); audio is resampled to the codec's
-/// rate. Writes into <OUT>: task.json at the start; metrics.jsonl and TensorBoard events while
+/// rate. Writes into <OUT>: run.json (the run settings) at the start; metrics.jsonl and TensorBoard events while
 /// training; checkpoint-NNNNNN/ every --checkpoint-every steps; at the end (or on Ctrl-C) the
 /// codec model directory: config.json ("kind": "speechtokenizer") + model.safetensors, which
 /// `codec encode|decode|extract --codec <OUT>` load.
@@ -336,22 +336,8 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         args.data.join("train.jsonl").display()
     );
     let dev = read_split(&args.data, "dev", false)?;
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
-    let run_file = args.out.join("task.json");
-    let has_checkpoints = !list_checkpoints(&args.out)?.is_empty();
-    if has_checkpoints && !args.resume {
-        bail!(
-            "{} already holds checkpoints: pass --resume to continue that run, or choose \
-             another --out",
-            args.out.display()
-        );
-    }
-    let run = if has_checkpoints {
-        let run: RunFile = serde_json::from_slice(
-            &std::fs::read(&run_file).with_context(|| format!("reading {}", run_file.display()))?,
-        )
-        .with_context(|| format!("parsing {}", run_file.display()))?;
+    let start = voxspec_train::open_run::<RunFile>(&args.out, "codec", args.resume)?;
+    let run = if let voxspec_train::RunStart::Resume(run) = start {
         if run.preset != args.preset {
             tracing::warn!(saved = ?run.preset, given = ?args.preset,
                 "--preset ignored: resuming with the run's saved model");
@@ -383,7 +369,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             teacher_features: args.teacher_features.clone(),
             task,
         };
-        voxspec_data::write_atomic(&run_file, serde_json::to_string_pretty(&run)?.as_bytes())?;
+        voxspec_train::save_run_settings(&args.out, "codec", &run)?;
         run
     };
     let model_config = run.task.model.clone();

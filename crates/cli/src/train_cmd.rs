@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -17,9 +17,7 @@ use voxspec_codec::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
 };
 use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
-use voxspec_train::{
-    LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer, list_checkpoints,
-};
+use voxspec_train::{LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
 
 use crate::progress::Bar;
 
@@ -50,7 +48,7 @@ enum Preset {
 /// (100 Hz in, 50 Hz out), CTC over the characters of the training transcripts.
 ///
 /// Reads <DATA>/train.jsonl and <DATA>/dev.jsonl (from `voxspec prepare`). Writes into <OUT>:
-/// tokenizer.json (the character vocabulary) and task.json at the start; metrics.jsonl and
+/// tokenizer.json (the character vocabulary) and run.json (the run settings) at the start; metrics.jsonl and
 /// TensorBoard events (`tensorboard --logdir <OUT>`) while training; checkpoint-NNNNNN/ every
 /// --checkpoint-every steps; at the end (or on Ctrl-C) the model as model.safetensors +
 /// config.json + tokenizer.json (loadable by `voxspec teacher`) and eval.json with the dev
@@ -160,21 +158,9 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
     let dev = read_split(&args.data, "dev", false)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let run_file = args.out.join("task.json");
     let tokenizer_file = args.out.join("tokenizer.json");
-    let has_checkpoints = !list_checkpoints(&args.out)?.is_empty();
-    if has_checkpoints && !args.resume {
-        bail!(
-            "{} already holds checkpoints: pass --resume to continue that run, or choose \
-             another --out",
-            args.out.display()
-        );
-    }
-    let (tokenizer, run) = if has_checkpoints {
-        let run: RunFile = serde_json::from_slice(
-            &std::fs::read(&run_file).with_context(|| format!("reading {}", run_file.display()))?,
-        )
-        .with_context(|| format!("parsing {}", run_file.display()))?;
+    let start = voxspec_train::open_run::<RunFile>(&args.out, "ctc", args.resume)?;
+    let (tokenizer, run) = if let voxspec_train::RunStart::Resume(run) = start {
         if run.preset != args.preset {
             tracing::warn!(
                 saved = ?run.preset,
@@ -211,7 +197,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
             preset: args.preset,
             task,
         };
-        voxspec_data::write_atomic(&run_file, serde_json::to_string_pretty(&run)?.as_bytes())?;
+        voxspec_train::save_run_settings(&args.out, "ctc", &run)?;
         (tokenizer, run)
     };
     let model_config = run.task.model.clone();

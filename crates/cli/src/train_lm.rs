@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use burn::data::dataset::Dataset;
 use burn::module::Module;
 use burn::tensor::Device;
@@ -24,7 +24,7 @@ use voxspec_mtp::{
     AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
     NarTaskConfig, load_mtp, save_mtp, save_nar,
 };
-use voxspec_train::{TrainConfig, TrainTask, Trainer, list_checkpoints};
+use voxspec_train::{RunStart, TrainConfig, TrainTask, Trainer};
 
 use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c};
 
@@ -160,13 +160,6 @@ pub struct DraftArgs {
     distill_temperature: f32,
 }
 
-/// What `--resume` needs besides the checkpoint.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunFile<T> {
-    kind: String,
-    settings: T,
-}
-
 /// Loaded pairs of the train and dev splits, and the tokenizer.
 struct Pairs {
     tokenizer: TextTokenizer,
@@ -223,43 +216,32 @@ fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
     })
 }
 
-/// Reads `run.json` when resuming, else writes `settings` there; refuses to reuse a run
-/// directory with checkpoints without `--resume`.
+/// The settings of the run in `--out`: those saved by the run when resuming (`--resume`, with
+/// checkpoints there), else `settings`, saved for a later resume.
 fn run_settings<T: Serialize + DeserializeOwned>(
     common: &LmCommon,
     kind: &str,
     settings: T,
 ) -> anyhow::Result<T> {
-    std::fs::create_dir_all(&common.out)
-        .with_context(|| format!("creating {}", common.out.display()))?;
-    let path = common.out.join("run.json");
-    let has_checkpoints = !list_checkpoints(&common.out)?.is_empty();
-    if has_checkpoints && !common.resume {
-        bail!(
-            "{} already holds checkpoints: pass --resume to continue that run, or choose another --out",
-            common.out.display()
-        );
+    match voxspec_train::open_run(&common.out, kind, common.resume)? {
+        RunStart::Resume(saved) => {
+            tracing::info!(
+                "resuming with the settings saved in {}",
+                common.out.display()
+            );
+            Ok(saved)
+        }
+        RunStart::New { resume_ignored } => {
+            if resume_ignored {
+                tracing::warn!(
+                    "--resume: no checkpoint in {}, starting a new run",
+                    common.out.display()
+                );
+            }
+            voxspec_train::save_run_settings(&common.out, kind, &settings)?;
+            Ok(settings)
+        }
     }
-    if has_checkpoints {
-        let run: RunFile<T> = serde_json::from_slice(
-            &std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?,
-        )
-        .with_context(|| format!("parsing {}", path.display()))?;
-        anyhow::ensure!(
-            run.kind == kind,
-            "{} belongs to a `train {}` run, not `train {kind}`",
-            path.display(),
-            run.kind
-        );
-        tracing::info!("resuming with the settings saved in {}", path.display());
-        return Ok(run.settings);
-    }
-    let run = RunFile {
-        kind: kind.to_string(),
-        settings,
-    };
-    voxspec_data::write_atomic(&path, serde_json::to_string_pretty(&run)?.as_bytes())?;
-    Ok(run.settings)
 }
 
 fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {

@@ -66,7 +66,7 @@ fn train_extract_transcribe_end_to_end() {
         "config.json",
         "tokenizer.json",
         "eval.json",
-        "task.json",
+        "run.json",
     ] {
         assert!(run.join(file).is_file(), "{file} missing");
     }
