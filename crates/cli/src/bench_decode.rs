@@ -349,7 +349,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     if speculative {
         max_k = max_k.max(args.gammas.iter().map(|g| g + 1).max().unwrap_or(1));
     }
-    let costs = forward_costs(&pipeline.ar, 96, max_k, 10)?;
+    let costs = forward_costs(&pipeline.ar, pipeline.ar.is_aligned(), 96, max_k, 10)?;
 
     let ar_tpt = tpt_ms(&tallies[0]);
     let rows: Vec<Row> = specs

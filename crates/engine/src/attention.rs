@@ -12,17 +12,20 @@
 
 use rayon::prelude::*;
 
-/// Work (query · key pairs × head width) below which the heads run on one thread.
-const PARALLEL_MIN_WORK: usize = 1 << 17;
+use crate::matmul::Kernel;
 
-/// Dot product with eight independent partial sums (vectorisable without reassociation).
-#[inline]
+/// Work (query · key pairs × head width) below which the heads run on one thread.
+const PARALLEL_MIN_WORK: usize = 1 << 20;
+
+/// Dot product with sixteen independent partial sums (vectorisable without reassociation:
+/// one zmm, or two ymm, under the wider target features of [`attend_head`]'s callers).
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let mut acc = [0.0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
+        for i in 0..16 {
             acc[i] += x[i] * y[i];
         }
     }
@@ -31,6 +34,120 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         s += x * y;
     }
     s
+}
+
+/// One head of [`attend`]: `new` queries (rows of stride `q_stride`) over `kh`, `vh`
+/// (`[keys, head_dim]`), into `ctx` `[new, head_dim]`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn attend_head_body(
+    q: &[f32],
+    q_stride: usize,
+    kh: &[f32],
+    vh: &[f32],
+    hd: usize,
+    start: usize,
+    new: usize,
+    scale: f32,
+    scores: &mut [f32],
+    ctx: &mut [f32],
+) {
+    for i in 0..new {
+        let qi = &q[i * q_stride..i * q_stride + hd];
+        let visible = start + i + 1;
+        let s = &mut scores[..visible];
+        let mut max = f32::NEG_INFINITY;
+        for (j, sj) in s.iter_mut().enumerate() {
+            *sj = dot(qi, &kh[j * hd..(j + 1) * hd]) * scale;
+            max = max.max(*sj);
+        }
+        let mut sum = 0.0f32;
+        for sj in s.iter_mut() {
+            *sj = (*sj - max).exp();
+            sum += *sj;
+        }
+        let c = &mut ctx[i * hd..(i + 1) * hd];
+        c.fill(0.0);
+        for (j, sj) in s.iter().enumerate() {
+            let p = sj / sum;
+            for (cv, &vv) in c.iter_mut().zip(&vh[j * hd..(j + 1) * hd]) {
+                *cv += p * vv;
+            }
+        }
+    }
+}
+
+/// [`attend_head_body`] compiled for AVX-512F.
+///
+/// # Safety
+/// The CPU must support AVX-512F.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_head_avx512(
+    q: &[f32],
+    q_stride: usize,
+    kh: &[f32],
+    vh: &[f32],
+    hd: usize,
+    start: usize,
+    new: usize,
+    scale: f32,
+    scores: &mut [f32],
+    ctx: &mut [f32],
+) {
+    attend_head_body(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx);
+}
+
+/// [`attend_head_body`] compiled for AVX2.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn attend_head_avx2(
+    q: &[f32],
+    q_stride: usize,
+    kh: &[f32],
+    vh: &[f32],
+    hd: usize,
+    start: usize,
+    new: usize,
+    scale: f32,
+    scores: &mut [f32],
+    ctx: &mut [f32],
+) {
+    attend_head_body(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx);
+}
+
+/// One head with the widest vectors this CPU has (the same kernel families as the matmul).
+#[allow(clippy::too_many_arguments)]
+fn attend_head(
+    q: &[f32],
+    q_stride: usize,
+    kh: &[f32],
+    vh: &[f32],
+    hd: usize,
+    start: usize,
+    new: usize,
+    scale: f32,
+    scores: &mut [f32],
+    ctx: &mut [f32],
+) {
+    match Kernel::detect() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
+        Kernel::Avx512 => unsafe {
+            attend_head_avx512(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx)
+        },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx2` is detected only on CPUs with AVX2.
+        Kernel::Avx2 => unsafe {
+            attend_head_avx2(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx)
+        },
+        _ => attend_head_body(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx),
+    }
 }
 
 /// The geometry of one layer's cache for one sequence.
@@ -77,29 +194,18 @@ pub fn attend(
     let head = |h: usize, scores: &mut [f32], ctx: &mut [f32]| {
         let kh = &k[h * capacity * hd..(h * capacity + keys) * hd];
         let vh = &v[h * capacity * hd..(h * capacity + keys) * hd];
-        for i in 0..new {
-            let qi = &q[i * q_stride + h * hd..i * q_stride + (h + 1) * hd];
-            let visible = start + i + 1;
-            let s = &mut scores[..visible];
-            let mut max = f32::NEG_INFINITY;
-            for (j, sj) in s.iter_mut().enumerate() {
-                *sj = dot(qi, &kh[j * hd..(j + 1) * hd]) * scale;
-                max = max.max(*sj);
-            }
-            let mut sum = 0.0f32;
-            for sj in s.iter_mut() {
-                *sj = (*sj - max).exp();
-                sum += *sj;
-            }
-            let c = &mut ctx[i * hd..(i + 1) * hd];
-            c.fill(0.0);
-            for (j, sj) in s.iter().enumerate() {
-                let p = sj / sum;
-                for (cv, &vv) in c.iter_mut().zip(&vh[j * hd..(j + 1) * hd]) {
-                    *cv += p * vv;
-                }
-            }
-        }
+        attend_head(
+            &q[h * hd..],
+            q_stride,
+            kh,
+            vh,
+            hd,
+            start,
+            new,
+            scale,
+            scores,
+            ctx,
+        );
     };
     let scores = &mut scores[..heads * keys];
     let ctx = &mut ctx[..heads * new * hd];

@@ -33,9 +33,10 @@ use crate::error::{EngineError, Result};
 pub const NR: usize = 32;
 /// Most rows any micro-kernel holds at once.
 const MAX_MR: usize = 8;
-/// Below this many weights (K · N) a product runs on one thread: the fork costs more than it
-/// saves (a 256 × 256 product takes ~5 µs).
-const PARALLEL_MIN_WEIGHTS: usize = 96 * 1024;
+/// Below this much work (K · N · max(M, 4)) a product runs on one thread: waking the second
+/// thread costs more than it saves. Measured (examples/small_m.rs, 2 threads on a loaded
+/// machine): a 256 × 1024 product at M = 1 took 13 µs on one thread, 26 µs split over two.
+const PARALLEL_MIN_WORK: usize = 4 << 20;
 
 /// A micro-kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,14 +101,14 @@ impl Kernel {
                 // the slices hold `rows · k_len` and `k_len · NR` values (asserted above).
                 unsafe {
                     match rows {
-                        1 => x86::panel_avx512::<1>(x, k_len, w, out),
-                        2 => x86::panel_avx512::<2>(x, k_len, w, out),
-                        3 => x86::panel_avx512::<3>(x, k_len, w, out),
-                        4 => x86::panel_avx512::<4>(x, k_len, w, out),
-                        5 => x86::panel_avx512::<5>(x, k_len, w, out),
-                        6 => x86::panel_avx512::<6>(x, k_len, w, out),
-                        7 => x86::panel_avx512::<7>(x, k_len, w, out),
-                        _ => x86::panel_avx512::<8>(x, k_len, w, out),
+                        1 => x86::panel_avx512::<1, 4>(x, k_len, w, out),
+                        2 => x86::panel_avx512::<2, 2>(x, k_len, w, out),
+                        3 => x86::panel_avx512::<3, 1>(x, k_len, w, out),
+                        4 => x86::panel_avx512::<4, 1>(x, k_len, w, out),
+                        5 => x86::panel_avx512::<5, 1>(x, k_len, w, out),
+                        6 => x86::panel_avx512::<6, 1>(x, k_len, w, out),
+                        7 => x86::panel_avx512::<7, 1>(x, k_len, w, out),
+                        _ => x86::panel_avx512::<8, 1>(x, k_len, w, out),
                     }
                 }
             }
@@ -158,13 +159,15 @@ mod x86 {
 
     use super::NR;
 
-    /// AVX-512 micro-kernel: `MR` rows × 32 columns in `2·MR` zmm accumulators.
+    /// AVX-512 micro-kernel: `MR` rows × 32 columns in `2·MR·U` zmm accumulators, K unrolled
+    /// `U` times with independent accumulators (for few rows the FMA latency, not the loads,
+    /// would bound a single chain).
     ///
     /// # Safety
     /// The CPU must support AVX-512F; `x` must hold `MR · k_len` values, `w` `k_len · NR`,
     /// `out` at least `MR` rows.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn panel_avx512<const MR: usize>(
+    pub(super) unsafe fn panel_avx512<const MR: usize, const U: usize>(
         x: &[f32],
         k_len: usize,
         w: &[f32],
@@ -172,25 +175,47 @@ mod x86 {
     ) {
         let xp = x.as_ptr();
         let wp = w.as_ptr();
-        let mut a0 = [_mm512_setzero_ps(); MR];
-        let mut a1 = [_mm512_setzero_ps(); MR];
-        for k in 0..k_len {
-            // SAFETY: k < k_len, so k·NR + 32 ≤ w.len() and r·k_len + k < x.len().
+        let mut a = [[[_mm512_setzero_ps(); 2]; MR]; U];
+        let main = k_len - k_len % U;
+        let mut k = 0;
+        while k < main {
+            for (u, au) in a.iter_mut().enumerate() {
+                // SAFETY: k + u < k_len, so (k + u)·NR + 32 ≤ w.len() and
+                // r·k_len + k + u < x.len().
+                unsafe {
+                    let w0 = _mm512_loadu_ps(wp.add((k + u) * NR));
+                    let w1 = _mm512_loadu_ps(wp.add((k + u) * NR + 16));
+                    for (r, ar) in au.iter_mut().enumerate() {
+                        let xv = _mm512_set1_ps(*xp.add(r * k_len + k + u));
+                        ar[0] = _mm512_fmadd_ps(xv, w0, ar[0]);
+                        ar[1] = _mm512_fmadd_ps(xv, w1, ar[1]);
+                    }
+                }
+            }
+            k += U;
+        }
+        for k in main..k_len {
+            // SAFETY: as above.
             unsafe {
                 let w0 = _mm512_loadu_ps(wp.add(k * NR));
                 let w1 = _mm512_loadu_ps(wp.add(k * NR + 16));
-                for r in 0..MR {
+                for (r, ar) in a[0].iter_mut().enumerate() {
                     let xv = _mm512_set1_ps(*xp.add(r * k_len + k));
-                    a0[r] = _mm512_fmadd_ps(xv, w0, a0[r]);
-                    a1[r] = _mm512_fmadd_ps(xv, w1, a1[r]);
+                    ar[0] = _mm512_fmadd_ps(xv, w0, ar[0]);
+                    ar[1] = _mm512_fmadd_ps(xv, w1, ar[1]);
                 }
             }
         }
         for r in 0..MR {
+            let (mut s0, mut s1) = (a[0][r][0], a[0][r][1]);
+            for au in a.iter().skip(1) {
+                s0 = _mm512_add_ps(s0, au[r][0]);
+                s1 = _mm512_add_ps(s1, au[r][1]);
+            }
             // SAFETY: out[r] has NR = 32 floats.
             unsafe {
-                _mm512_storeu_ps(out[r].as_mut_ptr(), a0[r]);
-                _mm512_storeu_ps(out[r].as_mut_ptr().add(16), a1[r]);
+                _mm512_storeu_ps(out[r].as_mut_ptr(), s0);
+                _mm512_storeu_ps(out[r].as_mut_ptr().add(16), s1);
             }
         }
     }
@@ -340,7 +365,7 @@ impl PackedLinear {
             Kernel::Portable
         };
         let threads = rayon::current_num_threads();
-        let tasks = if self.k * self.n < PARALLEL_MIN_WEIGHTS || threads <= 1 {
+        let tasks = if self.k * self.n * m.max(4) < PARALLEL_MIN_WORK || threads <= 1 {
             1
         } else {
             threads.min(self.panels)
