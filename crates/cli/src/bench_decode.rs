@@ -24,6 +24,7 @@ use voxspec_infer::{
 use voxspec_mtp::load_mtp;
 
 use crate::bench_model::forward_costs;
+use crate::engine::ArEngine;
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
 use crate::synth::{
@@ -253,7 +254,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             }
         }
         if let Some(dir) = &args.draft {
-            let (_, draft) = load_mtp(dir, &device)
+            let (draft_file, draft) = load_mtp(dir, &device)
                 .with_context(|| format!("loading the draft {}", dir.display()))?;
             if draft.vocab_size() != pipeline.ar.vocab_size() {
                 bail!(
@@ -264,7 +265,11 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
                     pipeline.ar.vocab_size()
                 );
             }
-            parts.draft = Some(draft);
+            parts.draft = Some(ArEngine::new(
+                args.models.engine,
+                &draft,
+                &draft_file.model,
+            )?);
             for &gamma in &args.gammas {
                 for rule in &rules {
                     specs.push(DecoderSpec::Speculative {
@@ -287,7 +292,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     }
     let mut decoders = specs
         .iter()
-        .map(|s| parts.build(s, &pipeline.ar))
+        .map(|s| parts.build(s, &pipeline.lm))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     // The run: utterances outer, decoders inner.
@@ -349,7 +354,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     if speculative {
         max_k = max_k.max(args.gammas.iter().map(|g| g + 1).max().unwrap_or(1));
     }
-    let costs = forward_costs(&pipeline.ar, pipeline.ar.is_aligned(), 96, max_k, 10)?;
+    let costs = forward_costs(&pipeline.lm, pipeline.ar.is_aligned(), 96, max_k, 10)?;
 
     let ar_tpt = tpt_ms(&tallies[0]);
     let rows: Vec<Row> = specs
@@ -391,6 +396,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         "split": args.split,
         "utterances": utterances.len(),
         "threads": rayon::current_num_threads(),
+        "engine": args.models.engine,
         "sampler": {
             "temperature": sampler.temperature,
             "top_k": sampler.top_k,
