@@ -4,7 +4,8 @@
 //! softmax subtracts the row maximum, the weights are normalised before they multiply `v`.
 //!
 //! ```text
-//! cache of one sequence, one head:  k [capacity, head_dim]   positions 0 .. start + new valid
+//! cache of one sequence, one head:  kᵀ [head_dim, capacity], v [capacity, head_dim]
+//!                                   positions 0 .. start + new valid
 //! query i of the block (position start + i) attends to keys 0 ..= start + i
 //! ```
 //!
@@ -17,33 +18,17 @@ use crate::matmul::Kernel;
 /// Work (query · key pairs × head width) below which the heads run on one thread.
 const PARALLEL_MIN_WORK: usize = 1 << 20;
 
-/// Dot product with sixteen independent partial sums (vectorisable without reassociation:
-/// one zmm, or two ymm, under the wider target features of [`attend_head`]'s callers).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; 16];
-    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..16 {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    let mut s = acc.iter().sum::<f32>();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
-}
-
-/// One head of [`attend`]: `new` queries (rows of stride `q_stride`) over `kh`, `vh`
-/// (`[keys, head_dim]`), into `ctx` `[new, head_dim]`.
+/// One head of [`attend`]: `new` queries (rows of stride `q_stride`) over the keys `kt`
+/// (`[head_dim, capacity]`, transposed) and values `vh` (`[keys, head_dim]`), into `ctx`
+/// `[new, head_dim]`. With the keys transposed the scores of a query are `head_dim` axpys over
+/// the visible keys — plain vector FMAs, no horizontal sums.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn attend_head_body(
     q: &[f32],
     q_stride: usize,
-    kh: &[f32],
+    kt: &[f32],
+    capacity: usize,
     vh: &[f32],
     hd: usize,
     start: usize,
@@ -52,13 +37,29 @@ fn attend_head_body(
     scores: &mut [f32],
     ctx: &mut [f32],
 ) {
+    // Scores [new, keys]: query i sees keys 0 ..= start + i. Each key row of kᵀ is read once
+    // for all the block's queries (it stays in L1), then each value row likewise.
+    let keys = start + new;
+    let scores = &mut scores[..new * keys];
+    scores.fill(0.0);
+    for dd in 0..hd {
+        let row = &kt[dd * capacity..dd * capacity + keys];
+        for i in 0..new {
+            let qd = q[i * q_stride + dd];
+            let visible = start + i + 1;
+            for (sj, &kv) in scores[i * keys..i * keys + visible]
+                .iter_mut()
+                .zip(&row[..visible])
+            {
+                *sj += qd * kv;
+            }
+        }
+    }
     for i in 0..new {
-        let qi = &q[i * q_stride..i * q_stride + hd];
-        let visible = start + i + 1;
-        let s = &mut scores[..visible];
+        let s = &mut scores[i * keys..i * keys + start + i + 1];
         let mut max = f32::NEG_INFINITY;
-        for (j, sj) in s.iter_mut().enumerate() {
-            *sj = dot(qi, &kh[j * hd..(j + 1) * hd]) * scale;
+        for sj in s.iter_mut() {
+            *sj *= scale;
             max = max.max(*sj);
         }
         let mut sum = 0.0f32;
@@ -66,11 +67,17 @@ fn attend_head_body(
             *sj = (*sj - max).exp();
             sum += *sj;
         }
-        let c = &mut ctx[i * hd..(i + 1) * hd];
-        c.fill(0.0);
-        for (j, sj) in s.iter().enumerate() {
-            let p = sj / sum;
-            for (cv, &vv) in c.iter_mut().zip(&vh[j * hd..(j + 1) * hd]) {
+        for sj in s.iter_mut() {
+            *sj /= sum;
+        }
+    }
+    let ctx = &mut ctx[..new * hd];
+    ctx.fill(0.0);
+    for j in 0..keys {
+        let vj = &vh[j * hd..(j + 1) * hd];
+        for i in j.saturating_sub(start)..new {
+            let p = scores[i * keys + j];
+            for (cv, &vv) in ctx[i * hd..(i + 1) * hd].iter_mut().zip(vj) {
                 *cv += p * vv;
             }
         }
@@ -87,7 +94,8 @@ fn attend_head_body(
 unsafe fn attend_head_avx512(
     q: &[f32],
     q_stride: usize,
-    kh: &[f32],
+    kt: &[f32],
+    capacity: usize,
     vh: &[f32],
     hd: usize,
     start: usize,
@@ -96,7 +104,9 @@ unsafe fn attend_head_avx512(
     scores: &mut [f32],
     ctx: &mut [f32],
 ) {
-    attend_head_body(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx);
+    attend_head_body(
+        q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+    );
 }
 
 /// [`attend_head_body`] compiled for AVX2.
@@ -109,7 +119,8 @@ unsafe fn attend_head_avx512(
 unsafe fn attend_head_avx2(
     q: &[f32],
     q_stride: usize,
-    kh: &[f32],
+    kt: &[f32],
+    capacity: usize,
     vh: &[f32],
     hd: usize,
     start: usize,
@@ -118,7 +129,9 @@ unsafe fn attend_head_avx2(
     scores: &mut [f32],
     ctx: &mut [f32],
 ) {
-    attend_head_body(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx);
+    attend_head_body(
+        q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+    );
 }
 
 /// One head with the widest vectors this CPU has (the same kernel families as the matmul).
@@ -126,7 +139,8 @@ unsafe fn attend_head_avx2(
 fn attend_head(
     q: &[f32],
     q_stride: usize,
-    kh: &[f32],
+    kt: &[f32],
+    capacity: usize,
     vh: &[f32],
     hd: usize,
     start: usize,
@@ -139,14 +153,20 @@ fn attend_head(
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
         Kernel::Avx512 => unsafe {
-            attend_head_avx512(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx)
+            attend_head_avx512(
+                q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+            )
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx2` is detected only on CPUs with AVX2.
         Kernel::Avx2 => unsafe {
-            attend_head_avx2(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx)
+            attend_head_avx2(
+                q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+            )
         },
-        _ => attend_head_body(q, q_stride, kh, vh, hd, start, new, scale, scores, ctx),
+        _ => attend_head_body(
+            q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+        ),
     }
 }
 
@@ -167,8 +187,9 @@ pub struct HeadLayout {
 /// # Shapes
 /// - `q`: `[new, heads · head_dim]` (rows of stride `q_stride`; the first `heads · head_dim`
 ///   values of each row are the queries, head-major)
-/// - `k`, `v`: `[heads, capacity, head_dim]`, this sequence's slice of the layer cache
-/// - `scores`: scratch of at least `heads · (start + new)` values
+/// - `k`: `[heads, head_dim, capacity]` (transposed), this sequence's slice of the layer cache
+/// - `v`: `[heads, capacity, head_dim]`, likewise
+/// - `scores`: scratch of at least `heads · new · (start + new)` values
 /// - `ctx`: scratch of at least `heads · new · head_dim` values
 /// - `out`: `[new, heads · head_dim]`, overwritten
 #[allow(clippy::too_many_arguments)]
@@ -192,12 +213,13 @@ pub fn attend(
     let keys = start + new;
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
     let head = |h: usize, scores: &mut [f32], ctx: &mut [f32]| {
-        let kh = &k[h * capacity * hd..(h * capacity + keys) * hd];
+        let kt = &k[h * hd * capacity..(h + 1) * hd * capacity];
         let vh = &v[h * capacity * hd..(h * capacity + keys) * hd];
         attend_head(
             &q[h * hd..],
             q_stride,
-            kh,
+            kt,
+            capacity,
             vh,
             hd,
             start,
@@ -207,11 +229,11 @@ pub fn attend(
             ctx,
         );
     };
-    let scores = &mut scores[..heads * keys];
+    let scores = &mut scores[..heads * new * keys];
     let ctx = &mut ctx[..heads * new * hd];
     if keys * new * hd * heads < PARALLEL_MIN_WORK || rayon::current_num_threads() <= 1 {
         for (h, (s, c)) in scores
-            .chunks_exact_mut(keys)
+            .chunks_exact_mut(new * keys)
             .zip(ctx.chunks_exact_mut(new * hd))
             .enumerate()
         {
@@ -219,7 +241,7 @@ pub fn attend(
         }
     } else {
         scores
-            .par_chunks_exact_mut(keys)
+            .par_chunks_exact_mut(new * keys)
             .zip(ctx.par_chunks_exact_mut(new * hd))
             .enumerate()
             .for_each(|(h, (s, c))| head(h, s, c));
@@ -247,7 +269,8 @@ mod tests {
             head_dim: 2,
             capacity: 4,
         };
-        let k = [1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 100.0, 100.0];
+        // Keys (1, 0), (0, 1), (1, 1), (100, 100), transposed: [head_dim, capacity].
+        let k = [1.0, 0.0, 1.0, 100.0, 0.0, 1.0, 1.0, 100.0];
         let v = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1e6, 1e6];
         let q = [2.0, 0.0];
         let (mut scores, mut ctx, mut out) = ([0.0; 4], [0.0; 2], [0.0; 2]);

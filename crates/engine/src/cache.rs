@@ -3,7 +3,9 @@
 //! allocates nothing once the buffers have grown to the largest block seen.
 //!
 //! ```text
-//! layer l:  k[l], v[l]  [batch, heads, capacity, head_dim]   (a head's keys are contiguous)
+//! layer l:  k[l]  [batch, heads, head_dim, capacity]   keys transposed: a query's scores are
+//!                                                      axpys over contiguous positions
+//!           v[l]  [batch, heads, capacity, head_dim]
 //!  sequence 0  [k0 k1 k2 k3 k4 k5 · · ]   length 6
 //!  sequence 1  [k0 k1 k2|x  x  x  · · ]   length 3 after truncate(1, 3): x is stale, never read
 //! ```
@@ -28,7 +30,7 @@ pub(crate) struct Scratch {
     pub ctx: Vec<f32>,
     /// `[heads, rows, head_dim]`: per-head context of one sequence.
     pub heads_ctx: Vec<f32>,
-    /// `[heads, keys]`: attention scores of one sequence.
+    /// `[heads, new, keys]`: attention scores of one sequence's block.
     pub scores: Vec<f32>,
     /// `[rows, 2·d_ff]` (SwiGLU's gate and up) or `[rows, d_ff]`.
     pub gate_up: Vec<f32>,
@@ -58,7 +60,7 @@ pub(crate) fn ensure(buf: &mut Vec<f32>, len: usize) {
 /// Decoding state of a batch for [`crate::NativeMtp`].
 #[derive(Debug, Clone)]
 pub struct NativeCache {
-    /// Per layer: `[batch, heads, capacity, head_dim]`.
+    /// Per layer: `[batch, heads, head_dim, capacity]` (transposed).
     pub(crate) k: Vec<Vec<f32>>,
     /// Per layer: `[batch, heads, capacity, head_dim]`.
     pub(crate) v: Vec<Vec<f32>>,

@@ -33,10 +33,14 @@ use crate::error::{EngineError, Result};
 pub const NR: usize = 32;
 /// Most rows any micro-kernel holds at once.
 const MAX_MR: usize = 8;
-/// Below this much work (K · N · max(M, 4)) a product runs on one thread: waking the second
-/// thread costs more than it saves. Measured (examples/small_m.rs, 2 threads on a loaded
-/// machine): a 256 × 1024 product at M = 1 took 13 µs on one thread, 26 µs split over two.
-const PARALLEL_MIN_WORK: usize = 4 << 20;
+/// A product runs on several threads when its weight is at least this many values (4 MB: it
+/// streams from memory, where two threads read faster than one) or its work `M · K · N` is at
+/// least [`PARALLEL_MIN_WORK`]; below both, waking a second thread costs more than it saves.
+/// Measured (examples/small_m.rs, 2 threads, the machine shared with another job): a
+/// 256 × 1024 product at M = 1 took 13 µs on one thread, 26 µs split over two.
+const PARALLEL_MIN_WEIGHTS: usize = 1 << 20;
+/// See [`PARALLEL_MIN_WEIGHTS`].
+const PARALLEL_MIN_WORK: usize = 16 << 20;
 
 /// A micro-kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -365,7 +369,10 @@ impl PackedLinear {
             Kernel::Portable
         };
         let threads = rayon::current_num_threads();
-        let tasks = if self.k * self.n * m.max(4) < PARALLEL_MIN_WORK || threads <= 1 {
+        let weights = self.k * self.n;
+        let tasks = if threads <= 1
+            || (weights < PARALLEL_MIN_WEIGHTS && m * weights < PARALLEL_MIN_WORK)
+        {
             1
         } else {
             threads.min(self.panels)

@@ -413,8 +413,13 @@ impl NativeMtp {
         ensure(&mut s.heads_ctx, m * d);
         ensure(&mut s.gate_up, m * ff_width);
         ensure(&mut s.act, m * self.d_ff);
-        let longest = s.rows.iter().map(|&(_, p)| p + 1).max().unwrap_or(0);
-        ensure(&mut s.scores, heads * longest);
+        let score_rows = ids
+            .iter()
+            .zip(lengths.iter())
+            .map(|(row, &len)| row.len() * (len + row.len()))
+            .max()
+            .unwrap_or(0);
+        ensure(&mut s.scores, heads * score_rows);
 
         // Input embeddings: [m, d].
         for (r, &id) in ids.iter().flatten().enumerate() {
@@ -465,8 +470,12 @@ impl NativeMtp {
                     rope.apply(&mut row[..2 * d], pos);
                 }
                 for h in 0..heads {
+                    // Keys transposed: [b, h, head_dim, capacity].
+                    let kt = (b * heads + h) * hd * capacity + pos;
+                    for (dd, &kv) in row[d + h * hd..d + (h + 1) * hd].iter().enumerate() {
+                        kl[kt + dd * capacity] = kv;
+                    }
                     let at = ((b * heads + h) * capacity + pos) * hd;
-                    kl[at..at + hd].copy_from_slice(&row[d + h * hd..d + (h + 1) * hd]);
                     vl[at..at + hd].copy_from_slice(&row[2 * d + h * hd..2 * d + (h + 1) * hd]);
                 }
             }
