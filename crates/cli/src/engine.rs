@@ -28,6 +28,8 @@ pub fn native(model: &MtpModel, config: &MtpConfig) -> anyhow::Result<NativeMtp>
 
 /// The AR model behind `--engine`: decoders drive either implementation through one type.
 /// Clones share the weights (Burn's parameters, the engine behind an `Arc`).
+// One or two per run: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone)]
 pub enum ArEngine {
     /// The Burn model itself.
@@ -37,6 +39,8 @@ pub enum ArEngine {
 }
 
 /// The decoding state of an [`ArEngine`].
+// One per decoding call.
+#[allow(clippy::large_enum_variant)]
 pub enum ArCache {
     /// Burn's KV cache.
     Burn(MtpCache),

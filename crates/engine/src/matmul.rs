@@ -242,21 +242,21 @@ mod x86 {
             // SAFETY: as in `panel_avx512`.
             unsafe {
                 let mut xv = [_mm256_setzero_ps(); MR];
-                for r in 0..MR {
-                    xv[r] = _mm256_set1_ps(*xp.add(r * k_len + k));
+                for (r, x) in xv.iter_mut().enumerate() {
+                    *x = _mm256_set1_ps(*xp.add(r * k_len + k));
                 }
                 for j in 0..4 {
                     let wv = _mm256_loadu_ps(wp.add(k * NR + 8 * j));
-                    for r in 0..MR {
-                        acc[r][j] = _mm256_fmadd_ps(xv[r], wv, acc[r][j]);
+                    for (acc_r, &x) in acc.iter_mut().zip(&xv) {
+                        acc_r[j] = _mm256_fmadd_ps(x, wv, acc_r[j]);
                     }
                 }
             }
         }
-        for r in 0..MR {
-            for j in 0..4 {
-                // SAFETY: out[r] has NR = 32 floats.
-                unsafe { _mm256_storeu_ps(out[r].as_mut_ptr().add(8 * j), acc[r][j]) };
+        for (acc_r, out_r) in acc.iter().zip(out.iter_mut()) {
+            for (j, &a) in acc_r.iter().enumerate() {
+                // SAFETY: out_r has NR = 32 floats, j < 4.
+                unsafe { _mm256_storeu_ps(out_r.as_mut_ptr().add(8 * j), a) };
             }
         }
     }
