@@ -7,7 +7,9 @@
 //!   machine (../shared/REFERENCE.md: 1174 tokens/s), so the report carries the ratio.
 //! - `forward` measures, on the MTP model with a KV cache, the time of one `extend` of `k` new
 //!   tokens relative to `k = 1`, for `k = 1..=max_k`: speculative and multi-token decoding only
-//!   pay if this stays far below `k`.
+//!   pay if this stays far below `k`. `--engine burn,native` times Burn and the native engine
+//!   in one run; each step is also given as a multiple of the bandwidth floor (the step's f32
+//!   weights read at the machine's measured read bandwidth).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -305,6 +307,8 @@ struct ForwardPoint {
     median_ms: f64,
     cost_relative_to_k1: f64,
     ms_per_token: f64,
+    /// The step's time over the bandwidth floor of its weights.
+    floor_multiple: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -314,6 +318,10 @@ struct ForwardReport {
     parameters: usize,
     /// f32 weights one step reads (every linear layer and the heads), MB.
     weight_mb: f64,
+    /// Read bandwidth measured with every thread, GB/s.
+    bandwidth_gbs: f64,
+    /// `weight_mb` read at `bandwidth_gbs`: the least a step can cost, ms.
+    floor_ms: f64,
     results: Vec<ForwardPoint>,
 }
 
@@ -347,6 +355,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     };
     let aligned = model.is_aligned();
     let engine = native(&model, &config)?;
+    let bandwidth_gbs = read_bandwidth();
+    let floor_ms = engine.weight_bytes() as f64 / (bandwidth_gbs * 1e6);
     let mut results = Vec::with_capacity(args.max_k * args.engine.len());
     for &kind in &args.engine {
         let medians = match kind {
@@ -364,6 +374,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                 median_ms: m,
                 cost_relative_to_k1: m / medians[0],
                 ms_per_token: m / (i + 1) as f64,
+                floor_multiple: m / floor_ms,
             });
         }
     }
@@ -378,21 +389,58 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         }),
         parameters: model.num_params(),
         weight_mb: engine.weight_bytes() as f64 / 1e6,
+        bandwidth_gbs,
+        floor_ms,
         results,
     };
     write_report(&args.out, &report)?;
     println!(
-        "{} parameters, {:.1} MB of f32 weights per step, {} cached positions",
-        report.parameters, report.weight_mb, args.context
+        "{} parameters, {:.1} MB of f32 weights per step, {} cached positions; read bandwidth \
+         {:.1} GB/s ({} threads): floor {:.3} ms per step",
+        report.parameters,
+        report.weight_mb,
+        args.context,
+        bandwidth_gbs,
+        rayon::current_num_threads(),
+        floor_ms
     );
-    println!("| engine | k | ms | cost(k)/cost(1) | ms/token |\n|---|---|---|---|---|");
+    println!(
+        "| engine | k | ms | cost(k)/cost(1) | ms/token | x floor |\n|---|---|---|---|---|---|"
+    );
     for p in &report.results {
         println!(
-            "| {:?} | {} | {:.3} | {:.2} | {:.3} |",
-            p.engine, p.k, p.median_ms, p.cost_relative_to_k1, p.ms_per_token
+            "| {:?} | {} | {:.3} | {:.2} | {:.3} | {:.2} |",
+            p.engine, p.k, p.median_ms, p.cost_relative_to_k1, p.ms_per_token, p.floor_multiple
         );
     }
     Ok(())
+}
+
+/// Read bandwidth of this machine with every thread, GB/s: the best of 5 passes summing a
+/// 256 MB buffer (past any cache). Weights larger than the caches cannot be read faster.
+fn read_bandwidth() -> f64 {
+    use rayon::prelude::*;
+    let data = vec![1.0f32; 64 << 20];
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let sum: f32 = data
+            .par_chunks(1 << 16)
+            .map(|c| {
+                // Sixteen partial sums: vectorised, so the adds keep up with memory.
+                let mut acc = [0.0f32; 16];
+                for x in c.chunks_exact(16) {
+                    for (a, v) in acc.iter_mut().zip(x) {
+                        *a += v;
+                    }
+                }
+                acc.iter().sum::<f32>()
+            })
+            .sum();
+        std::hint::black_box(sum);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (data.len() * 4) as f64 / best / 1e9
 }
 
 /// Median wall time (ms) of one KV-cached forward over `k` new tokens after a `context`-token
