@@ -13,7 +13,7 @@ use voxspec_infer::{
     ArDecoder, Decoder, LanguageModel, Limits, Logits, LogitsRequest, MtpDecoder, Request,
     SamplerConfig,
 };
-use voxspec_mtp::{AlignConfig, MtpConfig, MtpModel, TtsPrompt};
+use voxspec_mtp::{AlignConfig, MtpConfig, MtpFile, MtpModel, TtsPrompt, save_mtp};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, TransformerConfig};
 
 const TOL: f32 = 1e-4;
@@ -364,4 +364,48 @@ fn misuse_is_reported() {
     // A config that does not describe the model.
     let other = MtpConfig::tiny(11, 8);
     assert!(NativeMtp::from_burn(&burn, &other).is_err());
+}
+
+/// `NativeMtp::load` reads a model directory written by `voxspec_mtp::save_mtp` and scores
+/// exactly as the engine built from the model in memory.
+#[test]
+fn a_model_directory_loads_into_the_engine() {
+    let _guard = serial();
+    let cases = cases();
+    let case = &cases[1];
+    let (burn, native) = build(case, 31);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let file = MtpFile {
+        model: case.config.clone(),
+        draft: None,
+    };
+    save_mtp(dir.path(), &file, &burn).expect("save");
+    let loaded = NativeMtp::load(dir.path()).expect("load");
+    let all = LogitsRequest {
+        heads: burn.n_heads(),
+        last_only: false,
+    };
+    let prompts = prompts(case);
+    let mut a = native.new_cache(2, 16).expect("cache");
+    let mut b = loaded.new_cache(2, 16).expect("cache");
+    let want = native.prefill(&mut a, &prompts, all).expect("prefill");
+    let got = loaded.prefill(&mut b, &prompts, all).expect("prefill");
+    check(
+        "loaded from a directory, prefill",
+        case,
+        &want,
+        &got,
+        &[1, 1],
+    );
+    let blocks = vec![vec![1, 2], vec![3]];
+    let want = native.extend(&mut a, &blocks, all).expect("extend");
+    let got = loaded.extend(&mut b, &blocks, all).expect("extend");
+    check(
+        "loaded from a directory, extend",
+        case,
+        &want,
+        &got,
+        &[2, 1],
+    );
+    assert!(NativeMtp::load(&dir.path().join("missing")).is_err());
 }
