@@ -5,7 +5,7 @@
 #                    the embedding, the final norm and the upper layers, train the lower layers
 #                    and the next-token head (cross-entropy, plus --distill-weight x KL)
 #   stage 1  bench   speculative decoding side by side with AR on test sentences: exact SD,
-#                    SSD (β 0.1-0.4), PCG (θ sweep) with the draft, and self-speculation with
+#                    SSD (β 0.1-0.4), PCG (θ for mean group sizes 4.5, 10.3) with the draft, and self-speculation with
 #                    the target's MTP heads, γ ∈ {2,3,4} → <exp>/bench-speculative
 #
 # Needs <exp>/ar (stage 4 of train_mtp.sh), <exp>/data and <exp>/tokens. Runs on the bundled

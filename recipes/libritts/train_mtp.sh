@@ -246,7 +246,7 @@ if run_stage 6 bench; then
     cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
     "$voxspec" "${global[@]}" bench decode --exp "$exp" --codec "$codec" --data "$exp/data" \
       --max-utterances "$bench_utterances" --heads "$bench_heads" --top-k 3 \
-      --self-spec --gammas 3 --betas 0,0.4 --thetas 0.3 "${cer[@]}" --out "$exp/bench"
+      --self-spec --gammas 3 --betas 0,0.4 --group-sizes 4.5 "${cer[@]}" --out "$exp/bench"
     touch "$done_dir/bench.done"
   else
     missing+=("6:bench (needs the AR and NAR models and the codec)")

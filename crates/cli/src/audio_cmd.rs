@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use voxspec_audio::{Audio, WavFormat};
 
@@ -23,11 +22,20 @@ pub struct InfoArgs {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum FormatArg {
+pub(crate) enum FormatArg {
     /// 16-bit PCM.
     Pcm16,
     /// 32-bit float.
     Float32,
+}
+
+impl From<FormatArg> for WavFormat {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Pcm16 => WavFormat::Pcm16,
+            FormatArg::Float32 => WavFormat::Float32,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -66,12 +74,7 @@ pub fn run(cmd: AudioCommand) -> anyhow::Result<()> {
                 Some(r) => voxspec_audio::load_resampled(&a.input, r)?,
                 None => voxspec_audio::load(&a.input)?,
             };
-            let format = match a.format {
-                FormatArg::Pcm16 => WavFormat::Pcm16,
-                FormatArg::Float32 => WavFormat::Float32,
-            };
-            voxspec_audio::write_wav(&a.output, &audio, format)
-                .with_context(|| format!("writing {}", a.output.display()))?;
+            voxspec_audio::write_wav(&a.output, &audio, a.format.into())?;
             println!(
                 "wrote {} ({} Hz, {:.3} s)",
                 a.output.display(),

@@ -18,13 +18,11 @@ use voxspec_codec::ctc::{ForcedChoice, LengthNorm};
 use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
 use voxspec_data::{Progress, read_manifest};
 use voxspec_infer::{
-    DecodeStats, LanguageModel, SequenceNll, SimilarityGroups, StopReason, Transitions,
+    DecodeStats, SequenceNll, SimilarityGroups, StopReason, Transitions, groups_of_mean_size,
     sequence_nll,
 };
-use voxspec_mtp::load_mtp;
 
 use crate::bench_model::forward_costs;
-use crate::engine::ArEngine;
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
 use crate::synth::{
@@ -72,13 +70,12 @@ pub struct DecodeBenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "0,0.1,0.2,0.3,0.4")]
     betas: Vec<f32>,
     /// PCG similarity thresholds θ (groups built from the AR model's code embeddings).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        allow_hyphen_values = true,
-        default_value = "0.3,0.45,0.6"
-    )]
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     thetas: Vec<f32>,
+    /// PCG rows whose θ is chosen so that the groups have these mean sizes (a fixed θ does not
+    /// carry over between models) [default without --thetas: 4.5,10.3, the paper's ablation].
+    #[arg(long, value_delimiter = ',')]
+    group_sizes: Option<Vec<f64>>,
     /// No PCG rows.
     #[arg(long)]
     no_pcg: bool,
@@ -241,35 +238,33 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             })
             .collect();
         if !args.no_pcg {
-            let (table, vocab, dim) = crate::groups::code_table(&pipeline.ar)?;
+            let (table, vocab, dim) = pipeline.ar.code_embeddings()?;
+            let mut built = Vec::new();
             for &theta in &args.thetas {
-                let groups = SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?;
-                let s = groups.summary();
-                eprintln!(
-                    "PCG θ {theta}: {} groups, mean size {:.2}, max {}",
-                    s.n_groups, s.mean_group_size, s.max_group_size
-                );
-                parts.groups.push((theta, Arc::new(groups)));
-                rules.push(RuleSpec::Pcg { theta });
+                built.push(SimilarityGroups::from_embeddings(
+                    &table, vocab, dim, theta,
+                )?);
+            }
+            let sizes = match (&args.group_sizes, args.thetas.is_empty()) {
+                (Some(sizes), _) => sizes.clone(),
+                (None, true) => vec![4.5, 10.3],
+                (None, false) => Vec::new(),
+            };
+            for &size in &sizes {
+                built.push(groups_of_mean_size(&table, vocab, dim, size)?);
+            }
+            for groups in built {
+                let theta = groups.theta();
+                crate::groups::report(&groups);
+                if parts.groups.iter().all(|(t, _)| *t != theta) {
+                    parts.groups.push((theta, Arc::new(groups)));
+                    rules.push(RuleSpec::Pcg { theta });
+                }
             }
         }
         if let Some(dir) = &args.draft {
-            let (draft_file, draft) = load_mtp(dir, &device)
-                .with_context(|| format!("loading the draft {}", dir.display()))?;
-            if draft.vocab_size() != pipeline.ar.vocab_size() {
-                bail!(
-                    "the draft {} predicts {} tokens, the target {} — a draft must share its \
-                     target's codebook",
-                    dir.display(),
-                    draft.vocab_size(),
-                    pipeline.ar.vocab_size()
-                );
-            }
-            parts.draft = Some(ArEngine::new(
-                args.models.engine,
-                &draft,
-                &draft_file.model,
-            )?);
+            let draft = crate::synth::load_draft(dir, &pipeline.ar, args.models.engine, &device)?;
+            parts.draft = Some(draft);
             for &gamma in &args.gammas {
                 for rule in &rules {
                     specs.push(DecoderSpec::Speculative {
@@ -535,7 +530,7 @@ fn write_plots(dir: &std::path::Path, rows: &[Row], cer: bool) -> anyhow::Result
         let label = match rule {
             RuleSpec::Sd => format!("{prefix} sd"),
             RuleSpec::Ssd { beta } => format!("{prefix} ssd β={beta}"),
-            RuleSpec::Pcg { theta } => format!("{prefix} pcg θ={theta}"),
+            RuleSpec::Pcg { theta } => format!("{prefix} pcg θ={theta:.3}"),
         };
         match lines.iter_mut().find(|s| s.label == label) {
             Some(s) => s.points.push((gamma as f64, r.speedup)),

@@ -3,8 +3,9 @@
 //!
 //! - `train` runs the shared training loop (AdamW, global-norm clipping, everything a real run
 //!   does except checkpoints) on a GPT-2-like causal LM over random tokens and reports tokens/s
-//!   after warm-up steps. The default config is the one PyTorch was measured on, on this kind of
-//!   machine (../shared/REFERENCE.md: 1174 tokens/s), so the report carries the ratio.
+//!   after warm-up steps. A ratio to a peer is printed only for a peer measured alongside:
+//!   `--peer FILE` reads the JSON of `tools/bench_train_peer.py` (PyTorch, same config, same
+//!   machine, run just before), and the two configs must agree.
 //! - `forward` measures, on the MTP model with a KV cache, the time of one `extend` of `k` new
 //!   tokens relative to `k = 1`, for `k = 1..=max_k`: speculative and multi-token decoding only
 //!   pay if this stays far below `k`. `--engine burn,native` times Burn and the native engine
@@ -28,9 +29,6 @@ use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig
 use voxspec_train::{
     BatchSource, Losses, OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer,
 };
-
-/// Peer figure from ../shared/REFERENCE.md: PyTorch 2.15, 2 threads, same config.
-const PYTORCH_TOKENS_PER_SEC: f64 = 1174.0;
 
 #[derive(Debug, Args)]
 pub struct TrainBenchArgs {
@@ -61,6 +59,45 @@ pub struct TrainBenchArgs {
     /// Where to write the JSON report.
     #[arg(long, short, default_value = "bench-train.json")]
     out: PathBuf,
+    /// A peer's report measured alongside on this machine (`tools/bench_train_peer.py --out
+    /// FILE`, same flags): the report then carries the ratio to it.
+    #[arg(long, value_name = "FILE")]
+    peer: Option<PathBuf>,
+}
+
+/// What the peer script writes: its framework, its config and its throughput.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+struct PeerReport {
+    framework: String,
+    config: serde_json::Value,
+    tokens_per_second: f64,
+}
+
+/// Reads a peer report and checks that it measured the same config.
+fn read_peer(path: &std::path::Path, config: &serde_json::Value) -> anyhow::Result<PeerReport> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the peer report {}", path.display()))?;
+    let peer: PeerReport = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: expected {{\"framework\", \"config\", \"tokens_per_second\"}}",
+            path.display()
+        )
+    })?;
+    for (key, ours) in config.as_object().into_iter().flatten() {
+        if peer.config.get(key) != Some(ours) {
+            anyhow::bail!(
+                "{}: the peer measured {key} = {}, this run {ours}; run both with the same flags",
+                path.display(),
+                peer.config.get(key).unwrap_or(&serde_json::Value::Null)
+            );
+        }
+    }
+    anyhow::ensure!(
+        peer.tokens_per_second.is_finite() && peer.tokens_per_second > 0.0,
+        "{}: tokens_per_second must be positive",
+        path.display()
+    );
+    Ok(peer)
 }
 
 #[derive(Debug, Args)]
@@ -211,8 +248,10 @@ struct TrainReport {
     timed_steps: usize,
     median_step_seconds: f64,
     tokens_per_second: f64,
-    pytorch_tokens_per_second: f64,
-    ratio_to_pytorch: f64,
+    /// The peer measured alongside (`--peer`), if any.
+    peer: Option<PeerReport>,
+    /// tokens_per_second / the peer's.
+    ratio_to_peer: Option<f64>,
     cores: usize,
 }
 
@@ -276,27 +315,36 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
     let step = median(timer.timed.iter().map(Duration::as_secs_f64).collect());
     let tokens = args.batch * args.seq_len;
     let tps = tokens as f64 / step;
+    let config = serde_json::json!({
+        "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
+        "vocab": args.vocab, "batch": args.batch, "seq_len": args.seq_len,
+        "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
+    });
+    let peer = args
+        .peer
+        .as_deref()
+        .map(|p| read_peer(p, &config))
+        .transpose()?;
     let report = TrainReport {
         benchmark: "train",
-        config: serde_json::json!({
-            "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
-            "vocab": args.vocab, "batch": args.batch, "seq_len": args.seq_len,
-            "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
-        }),
+        config,
         parameters,
         tokens_per_step: tokens,
         timed_steps: timer.timed.len(),
         median_step_seconds: step,
         tokens_per_second: tps,
-        pytorch_tokens_per_second: PYTORCH_TOKENS_PER_SEC,
-        ratio_to_pytorch: tps / PYTORCH_TOKENS_PER_SEC,
+        ratio_to_peer: peer.as_ref().map(|p| tps / p.tokens_per_second),
+        peer,
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
     write_report(&args.out, &report)?;
-    println!(
-        "training throughput: {tps:.0} tokens/s ({:.2}x PyTorch's {PYTORCH_TOKENS_PER_SEC} tokens/s)",
-        report.ratio_to_pytorch
-    );
+    match (&report.peer, report.ratio_to_peer) {
+        (Some(p), Some(ratio)) => println!(
+            "training throughput: {tps:.0} tokens/s ({ratio:.2}x {}'s {:.0} tokens/s measured alongside)",
+            p.framework, p.tokens_per_second
+        ),
+        _ => println!("training throughput: {tps:.0} tokens/s"),
+    }
     Ok(())
 }
 

@@ -25,16 +25,11 @@ use voxspec_codec::speechtokenizer::train::{
 use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
 use voxspec_codec::{FeatureStoreReader, SpeechTokenizer, SpeechTokenizerConfig};
 use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
-use voxspec_train::{
-    TrainObserver, Trainer, list_checkpoints, load_weights, read_model_config, save_weights,
-    write_model_config,
-};
+use voxspec_train::{TrainObserver, Trainer, list_checkpoints};
 
 use crate::progress::Bar;
-use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c};
+use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c, read_split};
 
-/// The `kind` of a codec model directory's `config.json`.
-pub const CODEC_KIND: &str = "speechtokenizer";
 /// Name of the codes tensor in the files `codec encode` writes.
 const CODES_TENSOR: &str = "codes";
 
@@ -180,6 +175,9 @@ pub struct DecodeArgs {
     /// Output WAV file.
     #[arg(long, short, value_name = "FILE")]
     out: PathBuf,
+    /// Sample format: 16-bit PCM (every WAV reader opens it) or 32-bit float.
+    #[arg(long, value_enum, default_value = "pcm16")]
+    format: crate::audio_cmd::FormatArg,
 }
 
 /// Write token stores (RVQ codes) for every split of a prepared corpus.
@@ -226,43 +224,13 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
     }
 }
 
-/// The `config.json` body of a codec model directory (besides `kind` and `voxspec_version`).
-#[derive(Debug, Serialize, Deserialize)]
-struct CodecFile {
-    model: SpeechTokenizerConfig,
-}
-
-/// Writes `model` with its config as a codec model directory.
-fn save_codec(
-    dir: &Path,
-    config: &SpeechTokenizerConfig,
-    model: &SpeechTokenizer,
-) -> anyhow::Result<()> {
-    write_model_config(
-        dir,
-        CODEC_KIND,
-        &CodecFile {
-            model: config.clone(),
-        },
-    )?;
-    save_weights(model, &dir.join(voxspec_train::weights::WEIGHTS_FILE))?;
-    Ok(())
-}
-
 /// Loads a codec model directory written by `codec train`.
 pub(crate) fn load_codec(
     dir: &Path,
     device: &Device,
 ) -> anyhow::Result<(SpeechTokenizerConfig, SpeechTokenizer)> {
-    let (_, file): (String, CodecFile) = read_model_config(dir, &[CODEC_KIND])
-        .with_context(|| format!("loading the codec {}", dir.display()))?;
-    let model = file
-        .model
-        .init(device)
-        .with_context(|| format!("the model config in {}", dir.display()))?;
-    let model = load_weights(model, &dir.join(voxspec_train::weights::WEIGHTS_FILE))
-        .with_context(|| format!("loading the codec {}", dir.display()))?;
-    Ok((file.model, model))
+    voxspec_codec::load_codec(dir, device)
+        .with_context(|| format!("loading the codec {}", dir.display()))
 }
 
 /// Reads an audio file at `rate`, saying so when it had to be resampled.
@@ -356,14 +324,6 @@ fn load_split(
         .collect::<anyhow::Result<Vec<_>>>();
     bar.finish();
     out
-}
-
-fn read_split(data: &Path, split: &str, required: bool) -> anyhow::Result<Vec<Utterance>> {
-    let path = data.join(format!("{split}.jsonl"));
-    if !path.is_file() && !required {
-        return Ok(Vec::new());
-    }
-    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
 }
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {
@@ -499,7 +459,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     observer.0.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
     let model = outcome.model.generator.valid();
-    save_codec(&args.out, &model_config, &model)?;
+    voxspec_codec::save_codec(&args.out, &model_config, &model)?;
     if outcome.stopped {
         println!(
             "stopped at step {} after {seconds:.0} s; continue with --resume",
@@ -688,7 +648,7 @@ fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     }
     let n = out.len();
     let audio = voxspec_audio::Audio::new(out, config.sample_rate);
-    voxspec_audio::write_wav(&args.out, &audio, voxspec_audio::WavFormat::Float32)?;
+    voxspec_audio::write_wav(&args.out, &audio, args.format.into())?;
     println!(
         "{}: codes [{n_q}, {frames}] → {n} samples at {} Hz → {}",
         args.input.display(),

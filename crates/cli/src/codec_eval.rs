@@ -227,7 +227,7 @@ fn save(dir: &Path, id: &str, r: &Resynthesis) -> anyhow::Result<()> {
         voxspec_audio::write_wav(
             &dir.join(format!("{id}.{name}.wav")),
             audio,
-            WavFormat::Float32,
+            WavFormat::Pcm16,
         )?;
     }
     Ok(())

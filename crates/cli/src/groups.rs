@@ -5,9 +5,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use burn::tensor::Tensor;
 use clap::{Args, Subcommand};
-use voxspec_infer::groups::{SimilarityGroups, sweep_theta};
+use voxspec_infer::groups::{SimilarityGroups, groups_of_mean_size, sweep_theta};
 use voxspec_mtp::load_mtp;
 
 #[derive(Debug, Subcommand)]
@@ -24,9 +23,12 @@ pub struct BuildArgs {
     /// Model directory of `voxspec train mtp` (or a draft's target).
     #[arg(long, value_name = "DIR")]
     checkpoint: PathBuf,
-    /// Cosine threshold θ in (−1, 1).
-    #[arg(long, default_value_t = 0.45, allow_hyphen_values = true)]
-    theta: f32,
+    /// Cosine threshold θ in (−1, 1) [default: the θ of --mean-size 4.5].
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "mean_size")]
+    theta: Option<f32>,
+    /// Choose θ so that the groups have this mean size (the paper's ablation: 4.5, 10.3).
+    #[arg(long, value_name = "SIZE")]
+    mean_size: Option<f64>,
     /// Output file (default: <CHECKPOINT>/groups.safetensors).
     #[arg(long, short, value_name = "FILE")]
     out: Option<PathBuf>,
@@ -42,27 +44,37 @@ pub fn run(cmd: GroupsCommand) -> anyhow::Result<()> {
 }
 
 /// The code rows of the input embedding plus a zero row for end-of-speech: `[codebook + 1, d]`.
-pub(crate) fn code_table(
-    model: &voxspec_mtp::MtpModel,
-) -> anyhow::Result<(Vec<f32>, usize, usize)> {
-    let weight = model.embedding.weight.val();
-    let [_, d] = weight.dims();
-    let codebook = model.codebook_size();
-    // [codebook, d]: ids text_vocab + 1 .. text_vocab + 1 + codebook
-    let codes = weight.narrow(0, model.text_vocab() + 1, codebook);
-    let eos = Tensor::<2>::zeros([1, d], &codes.device());
-    let table = Tensor::cat(vec![codes, eos], 0)
-        .into_data()
-        .try_into_vec::<f32>()
-        .map_err(|e| anyhow::anyhow!("cannot read the embedding table: {e:?}"))?;
-    Ok((table, codebook + 1, d))
+/// Prints the size statistics of `groups`, and a warning when every group is a singleton (PCG
+/// then accepts exactly what exact speculative sampling accepts).
+pub(crate) fn report(groups: &SimilarityGroups) {
+    let s = groups.summary();
+    eprintln!(
+        "PCG groups at θ {:.4}: {} groups over {} tokens, mean size {:.2}, max {}, mean groups per token {:.2}",
+        s.theta,
+        s.n_groups,
+        groups.vocab(),
+        s.mean_group_size,
+        s.max_group_size,
+        s.mean_memberships
+    );
+    if s.max_group_size <= 1 {
+        eprintln!(
+            "warning: every group at θ {:.4} has one member, so PCG equals exact speculative \
+             sampling; choose a lower θ or a mean group size (--mean-size, --group-sizes)",
+            s.theta
+        );
+    }
 }
 
 fn build(args: BuildArgs) -> anyhow::Result<()> {
     let (_, model) = load_mtp(&args.checkpoint, &crate::device::single()?)
         .with_context(|| format!("loading {}", args.checkpoint.display()))?;
-    let (table, vocab, dim) = code_table(&model)?;
-    let groups = SimilarityGroups::from_embeddings(&table, vocab, dim, args.theta)?;
+    let (table, vocab, dim) = model.code_embeddings()?;
+    let groups = match args.theta {
+        Some(theta) => SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?,
+        None => groups_of_mean_size(&table, vocab, dim, args.mean_size.unwrap_or(4.5))?,
+    };
+    report(&groups);
     let out = args
         .out
         .clone()
@@ -70,16 +82,7 @@ fn build(args: BuildArgs) -> anyhow::Result<()> {
     groups
         .save(&out)
         .with_context(|| format!("writing {}", out.display()))?;
-    let s = groups.summary();
-    println!(
-        "θ {}: {} groups over {vocab} tokens, mean size {:.2}, max {}, mean groups per token {:.2} → {}",
-        s.theta,
-        s.n_groups,
-        s.mean_group_size,
-        s.max_group_size,
-        s.mean_memberships,
-        out.display()
-    );
+    println!("wrote {}", out.display());
     if !args.sweep.is_empty() {
         println!("| θ | groups | mean size | max size | groups per token |\n|---|---|---|---|---|");
         for s in sweep_theta(&table, vocab, dim, &args.sweep)? {

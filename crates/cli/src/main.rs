@@ -96,11 +96,13 @@ enum Command {
 
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
+    // symphonia logs a failed probe at ERROR before returning the error that voxspec reports
+    // itself (naming the file): one message per failure, so its log is shown only with -vv.
     let default = match verbose {
         0 => {
-            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_train=info"
+            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_train=info,symphonia_core=off,symphonia=off"
         }
-        1 => "info",
+        1 => "info,symphonia_core=off,symphonia=off",
         2 => "debug",
         _ => "trace",
     };
@@ -144,16 +146,47 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render_error(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the message already
+/// holds (a library error that prints its source and also exposes it would say it twice).
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        let e = anyhow::Error::new(voxspec_audio::AudioError::Write {
+            path: "/x/y.wav".into(),
+            source: io,
+        })
+        .context("synthesis");
+        assert_eq!(
+            render_error(&e),
+            "synthesis: cannot write audio file /x/y.wav: No such file or directory"
+        );
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

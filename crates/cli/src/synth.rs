@@ -26,7 +26,7 @@ use voxspec_infer::verify::AcceptanceRule;
 use voxspec_infer::{
     ArDecoder, Decoder, Generation, LanguageModel, Limits, MtpDecoder, Request, SamplerConfig,
     SelfSpeculativeDecoder, SimilarityGroups, SpeculativeConfig, SpeculativeDecoder, StopReason,
-    Transitions, ViterbiConfig,
+    Transitions, ViterbiConfig, groups_of_mean_size,
 };
 use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
 
@@ -282,7 +282,7 @@ impl Pipeline {
         let room = self.ar.transformer.max_seq_len().saturating_sub(used);
         if room == 0 {
             bail!(
-                "the text and prompt take {used} positions, more than the AR model's context of                  {} positions",
+                "the text and prompt take {used} positions, more than the AR model's context of {} positions",
                 self.ar.transformer.max_seq_len()
             );
         }
@@ -423,6 +423,14 @@ pub enum DecoderKind {
     /// Self-speculation: the extra heads draft `--heads − 1` tokens, the next-token head
     /// verifies them in the following forward (exact rule).
     SelfSpec,
+    /// Exact speculative sampling: the --draft model proposes --gamma tokens, the AR model
+    /// verifies them in one forward (the output follows the AR model's distribution).
+    Sd,
+    /// Speculative decoding with SSD's tolerance --beta (faster, not exact).
+    Ssd,
+    /// Speculative decoding with PCG group acceptance (groups from the AR model's code
+    /// embeddings at --theta, or at the θ whose groups have a mean size of 4.5).
+    Pcg,
 }
 
 /// How drafted tokens are accepted.
@@ -469,7 +477,7 @@ impl DecoderSpec {
         let rule = |r: &RuleSpec| match r {
             RuleSpec::Sd => "sd".to_string(),
             RuleSpec::Ssd { beta } => format!("ssd β={beta}"),
-            RuleSpec::Pcg { theta } => format!("pcg θ={theta}"),
+            RuleSpec::Pcg { theta } => format!("pcg θ={theta:.3}"),
         };
         match self {
             DecoderSpec::Ar => "ar".into(),
@@ -493,6 +501,28 @@ pub struct DecoderParts {
     pub draft: Option<ArEngine>,
     /// Similarity groups of each PCG threshold θ.
     pub groups: Vec<(f32, Arc<SimilarityGroups>)>,
+}
+
+/// Loads the draft model at `dir` onto the engine `engine` and checks that it predicts
+/// `target`'s tokens.
+pub fn load_draft(
+    dir: &Path,
+    target: &MtpModel,
+    engine: EngineKind,
+    device: &Device,
+) -> anyhow::Result<ArEngine> {
+    let (file, draft) =
+        load_mtp(dir, device).with_context(|| format!("loading the draft {}", dir.display()))?;
+    if draft.codebook_size() != target.codebook_size() {
+        bail!(
+            "the draft {} predicts {} tokens, the target {} — a draft must share its target's \
+             codebook",
+            dir.display(),
+            draft.codebook_size() + 1,
+            target.codebook_size() + 1
+        );
+    }
+    ArEngine::new(engine, &draft, &file.model)
 }
 
 impl DecoderParts {
@@ -571,12 +601,18 @@ impl DecoderParts {
     }
 }
 
-/// `voxspec synthesize`: text (and optionally a reference voice) to a WAV file.
+/// `voxspec synthesize`: text (and optionally a reference voice) to a WAV file, or every line
+/// of a text file to a folder of WAV files with a manifest.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["text", "text_file"])))]
 pub struct SynthesizeArgs {
-    /// The sentence to speak.
+    /// The sentence to speak (--out is then a WAV file).
     #[arg(long)]
-    text: String,
+    text: Option<String>,
+    /// One sentence per line (blank lines skipped): --out is then a folder that receives
+    /// NNNN.wav per line and manifest.jsonl (index, text, wav, codes, seconds, stop).
+    #[arg(long, value_name = "FILE")]
+    text_file: Option<PathBuf>,
     /// Reference recording whose codes condition the NAR stage (any rate; resampled).
     #[arg(long, value_name = "WAV")]
     prompt: Option<PathBuf>,
@@ -592,11 +628,23 @@ pub struct SynthesizeArgs {
     /// Candidates per head for Viterbi path selection.
     #[arg(long, default_value_t = 5)]
     top_k: usize,
-    /// Seed of the sampler.
+    /// Draft model of sd, ssd and pcg (`voxspec train draft`).
+    #[arg(long, value_name = "DIR")]
+    draft: Option<PathBuf>,
+    /// Tokens the draft proposes per verification (sd, ssd, pcg).
+    #[arg(long, default_value_t = 3)]
+    gamma: usize,
+    /// SSD tolerance β (ssd).
+    #[arg(long, default_value_t = 0.4)]
+    beta: f32,
+    /// PCG similarity threshold θ in (−1, 1) (pcg) [default: the θ of mean group size 4.5].
+    #[arg(long, allow_hyphen_values = true)]
+    theta: Option<f32>,
+    /// Seed of the sampler (line i of --text-file uses seed + i).
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Output WAV file.
-    #[arg(long, short, value_name = "WAV")]
+    /// Output WAV file (--text) or folder (--text-file).
+    #[arg(long, short, value_name = "PATH")]
     out: PathBuf,
     #[command(flatten)]
     models: ModelArgs,
@@ -606,9 +654,27 @@ pub struct SynthesizeArgs {
     lengths: LengthArgs,
 }
 
+/// One line of the manifest `synthesize --text-file` writes.
+#[derive(Debug, Serialize)]
+struct SynthesizedLine {
+    index: usize,
+    text: String,
+    wav: String,
+    codes: usize,
+    seconds: f64,
+    stop: &'static str,
+}
+
 pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
     let sampler = args.sampling.config()?;
+    let speculative = |rule| {
+        anyhow::ensure!(args.gamma >= 1, "--gamma must be at least 1");
+        Ok(DecoderSpec::Speculative {
+            rule,
+            gamma: args.gamma,
+        })
+    };
     let spec = match args.decoder {
         DecoderKind::Ar => DecoderSpec::Ar,
         DecoderKind::Mtp => DecoderSpec::Mtp { heads: args.heads },
@@ -620,9 +686,20 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             rule: RuleSpec::Sd,
             gamma: args.heads.saturating_sub(1),
         },
+        DecoderKind::Sd => speculative(RuleSpec::Sd)?,
+        DecoderKind::Ssd => {
+            if !(args.beta.is_finite() && args.beta >= 0.0) {
+                bail!("--beta {} must be finite and at least 0", args.beta);
+            }
+            speculative(RuleSpec::Ssd { beta: args.beta })?
+        }
+        // θ is fixed below, once the model's groups are built.
+        DecoderKind::Pcg => speculative(RuleSpec::Pcg { theta: 0.0 })?,
     };
+    if args.draft.is_some() && !matches!(spec, DecoderSpec::Speculative { .. }) {
+        bail!("--draft is used by --decoder sd, ssd or pcg only");
+    }
     let pipeline = Pipeline::load(&args.models, &device)?;
-    let text = pipeline.text_ids(&args.text)?;
     let mut parts = DecoderParts::default();
     if matches!(spec, DecoderSpec::MtpViterbi { .. }) {
         let path = args.models.transitions_file();
@@ -631,48 +708,138 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
                 format!("loading the transition matrix {}", path.display())
             })?));
     }
+    let spec = match spec {
+        DecoderSpec::Speculative { rule, gamma } => {
+            let dir = args.draft.as_deref().with_context(|| {
+                format!(
+                    "--decoder {} needs a draft model (--draft DIR)",
+                    spec_name(&rule)
+                )
+            })?;
+            parts.draft = Some(load_draft(dir, &pipeline.ar, args.models.engine, &device)?);
+            let rule = match rule {
+                RuleSpec::Pcg { .. } => {
+                    let (table, vocab, dim) = pipeline.ar.code_embeddings()?;
+                    let groups = match args.theta {
+                        Some(theta) => {
+                            SimilarityGroups::from_embeddings(&table, vocab, dim, theta)?
+                        }
+                        None => groups_of_mean_size(&table, vocab, dim, 4.5)?,
+                    };
+                    crate::groups::report(&groups);
+                    let theta = groups.theta();
+                    parts.groups.push((theta, Arc::new(groups)));
+                    RuleSpec::Pcg { theta }
+                }
+                other => other,
+            };
+            DecoderSpec::Speculative { rule, gamma }
+        }
+        other => other,
+    };
     let mut decoder = parts.build(&spec, &pipeline.lm)?;
     let prompt = match &args.prompt {
         Some(p) => Some(pipeline.encode_prompt(p, args.prompt_text.as_deref())?),
         None => None,
     };
-    let request = pipeline.request(&text, prompt.as_ref(), &args.lengths, args.seed)?;
-    let out = pipeline.synthesize(decoder.as_mut(), &request, &text, prompt.as_ref(), &sampler)?;
-    let g = &out.generation;
-    if g.tokens.is_empty() {
-        bail!(
-            "the AR model ended speech before the first code ({}); try another --seed or a \
-             lower --temperature",
-            spec.label()
-        );
-    }
-    let seconds = out.samples.len() as f64 / f64::from(pipeline.sample_rate());
-    write_wav(
-        &args.out,
-        &Audio::new(out.samples, pipeline.sample_rate()),
-        WavFormat::Pcm16,
-    )
-    .with_context(|| format!("writing {}", args.out.display()))?;
-    let forwards = g.stats.target_forwards.max(1);
-    println!(
-        "{}: {} codes ({:.2} s of audio, stopped at {}) → {}",
-        spec.label(),
-        g.tokens.len(),
-        seconds,
-        match g.stop {
+    let lines: Vec<String> = match (&args.text, &args.text_file) {
+        (Some(text), _) => vec![text.clone()],
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading the text file {}", file.display()))?;
+            let lines: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            if lines.is_empty() {
+                bail!("{} has no sentence (every line is blank)", file.display());
+            }
+            std::fs::create_dir_all(&args.out)
+                .with_context(|| format!("creating the output folder {}", args.out.display()))?;
+            lines
+        }
+        (None, None) => bail!("give --text or --text-file"),
+    };
+    let mut manifest = Vec::new();
+    for (index, line) in lines.iter().enumerate() {
+        let text = pipeline
+            .text_ids(line)
+            .with_context(|| format!("line {} ({line:?})", index + 1))?;
+        let seed = args.seed + index as u64;
+        let request = pipeline.request(&text, prompt.as_ref(), &args.lengths, seed)?;
+        let out =
+            pipeline.synthesize(decoder.as_mut(), &request, &text, prompt.as_ref(), &sampler)?;
+        let g = &out.generation;
+        if g.tokens.is_empty() {
+            bail!(
+                "the AR model ended speech before the first code ({}, {line:?}); try another \
+                 --seed or a lower --temperature",
+                spec.label()
+            );
+        }
+        let wav = if args.text_file.is_some() {
+            args.out.join(format!("{:04}.wav", index + 1))
+        } else {
+            args.out.clone()
+        };
+        let seconds = out.samples.len() as f64 / f64::from(pipeline.sample_rate());
+        write_wav(
+            &wav,
+            &Audio::new(out.samples, pipeline.sample_rate()),
+            WavFormat::Pcm16,
+        )?;
+        let stop = match g.stop {
             StopReason::Eos => "end of speech",
             StopReason::MaxTokens => "the length limit",
-        },
-        args.out.display()
-    );
-    println!(
-        "AR: TPT {:.2} ms/token, LM RTF {:.3}, {:.3} forward passes per token ({} forwards); \
-         NAR + codec {:.2} s",
-        1e3 * out.ar_seconds / g.tokens.len() as f64,
-        out.ar_seconds / seconds.max(1e-9),
-        forwards as f64 / g.tokens.len() as f64,
-        forwards,
-        out.rest_seconds
-    );
+        };
+        let forwards = g.stats.target_forwards.max(1);
+        println!(
+            "{}: {} codes ({seconds:.2} s of audio, stopped at {stop}) → {}",
+            spec.label(),
+            g.tokens.len(),
+            wav.display()
+        );
+        println!(
+            "AR: TPT {:.2} ms/token, LM RTF {:.3}, {:.3} forward passes per token ({} forwards); \
+             NAR + codec {:.2} s",
+            1e3 * out.ar_seconds / g.tokens.len() as f64,
+            out.ar_seconds / seconds.max(1e-9),
+            forwards as f64 / g.tokens.len() as f64,
+            forwards,
+            out.rest_seconds
+        );
+        manifest.push(SynthesizedLine {
+            index: index + 1,
+            text: line.clone(),
+            wav: wav
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            codes: g.tokens.len(),
+            seconds,
+            stop,
+        });
+    }
+    if args.text_file.is_some() {
+        let mut jsonl = String::new();
+        for line in &manifest {
+            jsonl.push_str(&serde_json::to_string(line)?);
+            jsonl.push('\n');
+        }
+        let path = args.out.join("manifest.jsonl");
+        voxspec_data::write_atomic(&path, jsonl.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("{} sentences → {}", manifest.len(), path.display());
+    }
     Ok(())
+}
+
+fn spec_name(rule: &RuleSpec) -> &'static str {
+    match rule {
+        RuleSpec::Sd => "sd",
+        RuleSpec::Ssd { .. } => "ssd",
+        RuleSpec::Pcg { .. } => "pcg",
+    }
 }

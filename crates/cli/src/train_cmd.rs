@@ -136,7 +136,13 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
     }
 }
 
-fn read_split(data: &Path, split: &str, required: bool) -> anyhow::Result<Vec<Utterance>> {
+/// The utterances of `<data>/<split>.jsonl`; a missing manifest is an error when `required`,
+/// else no utterances.
+pub(crate) fn read_split(
+    data: &Path,
+    split: &str,
+    required: bool,
+) -> anyhow::Result<Vec<Utterance>> {
     let path = data.join(format!("{split}.jsonl"));
     if !path.is_file() && !required {
         return Ok(Vec::new());

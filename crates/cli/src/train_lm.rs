@@ -6,7 +6,7 @@
 //! `voxspec synthesize`, `bench` and `export` need nothing else. `run.json` keeps the run's
 //! settings for `--resume`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -18,9 +18,7 @@ use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use voxspec_data::{
-    BucketConfig, MissingCodes, TextTokenizer, TokenStore, TtsDataset, TtsItem, read_manifest,
-};
+use voxspec_data::{BucketConfig, MissingCodes, TextTokenizer, TokenStore, TtsDataset, TtsItem};
 use voxspec_draft::{DistillConfig, DraftSpec, DraftTask};
 use voxspec_mtp::{
     AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
@@ -169,14 +167,6 @@ struct RunFile<T> {
     settings: T,
 }
 
-fn read_split(data: &Path, split: &str) -> anyhow::Result<Vec<voxspec_data::Utterance>> {
-    let path = data.join(format!("{split}.jsonl"));
-    if !path.is_file() {
-        return Ok(Vec::new());
-    }
-    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
-}
-
 /// Loaded pairs of the train and dev splits, and the tokenizer.
 struct Pairs {
     tokenizer: TextTokenizer,
@@ -196,7 +186,7 @@ fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
     let mut splits = Vec::new();
     let mut meta = None;
     for split in ["train", "dev"] {
-        let utts = read_split(&common.data, split)?;
+        let utts = crate::train_cmd::read_split(&common.data, split, false)?;
         if utts.is_empty() {
             anyhow::ensure!(
                 split != "train",

@@ -274,6 +274,12 @@ fn train_extract_encode_decode_round_trip() {
     ]);
     let audio = voxspec_audio::load(&wav).unwrap();
     assert_eq!(audio.sample_rate, 16000);
+    // Plain 16-bit PCM (format tag 1 in a 16-byte fmt chunk), which every WAV reader opens.
+    let bytes = std::fs::read(&wav).unwrap();
+    assert_eq!(&bytes[12..16], b"fmt ");
+    assert_eq!(u32::from_le_bytes(bytes[16..20].try_into().unwrap()), 16);
+    assert_eq!(u16::from_le_bytes([bytes[20], bytes[21]]), 1);
+    assert_eq!(u16::from_le_bytes([bytes[34], bytes[35]]), 16);
     let i: usize = u.id[3..4].parse().unwrap();
     assert_eq!(audio.samples.len(), resampled_len(lengths[i], RATE, 16000));
     assert!(audio.samples.iter().all(|x| x.is_finite()));

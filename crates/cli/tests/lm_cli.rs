@@ -154,7 +154,70 @@ fn model_benchmarks_write_their_reports() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
     assert_eq!(report["timed_steps"], 2);
-    assert!(report["tokens_per_second"].as_f64().expect("tps") > 0.0);
+    let tps = report["tokens_per_second"].as_f64().expect("tps");
+    assert!(tps > 0.0);
+    // No peer measured alongside: no ratio (a constant from another day is not a peer).
+    assert!(report["ratio_to_peer"].is_null(), "{report}");
+    assert!(!text(&o).contains("tokens/s ("), "{}", text(&o));
+
+    // A peer report of the same config gives the ratio; one of another config is refused.
+    let small = [
+        "--layers",
+        "1",
+        "--d-model",
+        "32",
+        "--heads",
+        "2",
+        "--vocab",
+        "64",
+        "--batch",
+        "2",
+        "--seq-len",
+        "16",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+    ];
+    let config = serde_json::json!({
+        "layers": 1, "d_model": 32, "heads": 2, "vocab": 64, "batch": 2, "seq_len": 16,
+        "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
+    });
+    let peer = dir.path().join("peer.json");
+    let write_peer = |config: &serde_json::Value| {
+        let json = serde_json::json!({
+            "framework": "pytorch 2.9", "config": config, "tokens_per_second": 100.0,
+        });
+        std::fs::write(&peer, json.to_string()).expect("peer");
+    };
+    write_peer(&config);
+    let mut args = vec![
+        "bench",
+        "train",
+        "--out",
+        path(&train),
+        "--peer",
+        path(&peer),
+    ];
+    args.extend(small);
+    let o = voxspec(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("x pytorch 2.9's 100 tokens/s"),
+        "{}",
+        text(&o)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
+    let ratio = report["ratio_to_peer"].as_f64().expect("ratio");
+    let tps = report["tokens_per_second"].as_f64().expect("tps");
+    assert!((ratio - tps / 100.0).abs() < 1e-9);
+    let mut other = config.clone();
+    other["seq_len"] = 32.into();
+    write_peer(&other);
+    let o = voxspec(&args);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("seq_len = 32"), "{}", text(&o));
 }
 
 #[test]
@@ -200,6 +263,39 @@ fn groups_are_built_from_a_models_code_embeddings() {
             .iter()
             .any(|&g| groups.members(g as usize).contains(&t))
     }));
+
+    // θ from a target mean size; a θ that leaves only singletons is warned about.
+    let out = dir.path().join("sized.safetensors");
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(dir.path()),
+        "--mean-size",
+        "3",
+        "--out",
+        path(&out),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let sized = SimilarityGroups::load(&out).expect("load");
+    assert!(
+        (sized.mean_group_size() - 3.0).abs() < 1.0,
+        "{}",
+        sized.mean_group_size()
+    );
+    assert!(!text(&o).contains("warning"), "{}", text(&o));
+    let o = voxspec(&[
+        "groups",
+        "build",
+        "--checkpoint",
+        path(dir.path()),
+        "--theta",
+        "0.99",
+        "--out",
+        path(&out),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("warning: every group"), "{}", text(&o));
 
     let o = voxspec(&[
         "groups",

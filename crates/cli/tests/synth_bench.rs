@@ -131,6 +131,66 @@ fn synthesize_and_bench_every_decoder() {
         assert!(!audio.samples.is_empty());
         std::fs::remove_file(&wav).unwrap();
     }
+    // The speculative decoders with the draft; greedy exact SD speaks AR's codes.
+    let greedy_codes = |decoder: &str, extra: &[&str]| -> String {
+        let mut args = vec!["--text", "the cat sat on the mat", "--decoder", decoder];
+        args.extend(extra);
+        args.extend(["--temperature", "0", "-o", s(&wav)]);
+        let out = run_ok(&args);
+        assert!(voxspec_audio::load(&wav).is_ok(), "{out}");
+        out.lines()
+            .next()
+            .and_then(|l| l.split(':').nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let ar = greedy_codes("ar", &[]);
+    for (decoder, extra) in [
+        ("sd", vec!["--gamma", "2"]),
+        ("ssd", vec!["--beta", "0.3"]),
+        ("pcg", vec!["--theta", "0.2"]),
+        ("pcg", vec![]),
+    ] {
+        let mut args = vec!["--draft", s(&draft)];
+        args.extend(extra.iter().copied());
+        let got = greedy_codes(decoder, &args);
+        if decoder == "sd" {
+            assert_eq!(got, ar, "greedy exact SD vs AR");
+        }
+    }
+    let err = run_fail(&["--text", "hi", "--decoder", "sd", "-o", s(&wav)]);
+    assert!(err.contains("--draft"), "{err}");
+    let err = run_fail(&["--text", "hi", "--draft", s(&draft), "-o", s(&wav)]);
+    assert!(err.contains("sd, ssd or pcg"), "{err}");
+
+    // A text file: one WAV per line and a manifest.
+    let lines = dir.path().join("lines.txt");
+    std::fs::write(&lines, "the cat sat\n\n  a dog ran  \n").unwrap();
+    let folder = dir.path().join("many");
+    run_ok(&[
+        "--text-file",
+        s(&lines),
+        "--decoder",
+        "ar",
+        "-o",
+        s(&folder),
+    ]);
+    let manifest = std::fs::read_to_string(folder.join("manifest.jsonl")).unwrap();
+    let rows: Vec<serde_json::Value> = manifest
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2, "{manifest}");
+    assert_eq!(rows[1]["text"], "a dog ran");
+    for (i, row) in rows.iter().enumerate() {
+        let wav = folder.join(row["wav"].as_str().unwrap());
+        assert_eq!(wav, folder.join(format!("{:04}.wav", i + 1)));
+        assert!(voxspec_audio::load(&wav).is_ok());
+    }
+    std::fs::write(&lines, "\n  \n").unwrap();
+    let err = run_fail(&["--text-file", s(&lines), "-o", s(&folder)]);
+    assert!(err.contains("no sentence"), "{err}");
+
     // A voice prompt (with and without its transcript) conditions the NAR and the AR.
     run_ok(&[
         "--text",
@@ -223,10 +283,10 @@ fn synthesize_and_bench_every_decoder() {
             "mtp+viterbi k=4 top_k=3",
             "sd γ=2",
             "ssd β=0.2 γ=2",
-            "pcg θ=0.5 γ=2",
+            "pcg θ=0.500 γ=2",
             "self-spec sd γ=2",
             "self-spec ssd β=0.2 γ=2",
-            "self-spec pcg θ=0.5 γ=2",
+            "self-spec pcg θ=0.500 γ=2",
         ]
     );
     // Forced choice among every transcript of the split (not only the 2 synthesised).

@@ -51,7 +51,9 @@ pub use quant::{
     EuclideanCodebook, Quantizer, QuantizerMetrics, QuantizerOutput, ResidualVectorQuantizer,
     VectorQuantizer,
 };
-pub use speechtokenizer::{CodecOutput, SpeechTokenizer, SpeechTokenizerConfig};
+pub use speechtokenizer::{
+    CODEC_KIND, CodecOutput, SpeechTokenizer, SpeechTokenizerConfig, load_codec, save_codec,
+};
 pub use teacher::{LayerSelection, SemanticTeacher};
 pub use vocoder::{
     GriffinLimConfig, TensorStft, VocoderTask, Vocos, VocosConfig, griffin_lim,

@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use crate::decoder::{
-    Decoder, Generation, Request, Sequence, cache_capacity, check_batch, timed_call,
+    Decoder, Generation, ModelCall, Request, Sequence, cache_capacity, check_batch, timed_call,
 };
 use crate::error::Result;
 use crate::lm::{LanguageModel, LogitsRequest};
@@ -50,7 +50,7 @@ impl<M: LanguageModel> Decoder<M> for ArDecoder {
         let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
         let all = vec![true; requests.len()];
         let (batch, vocab) = (requests.len(), model.vocab_size());
-        let mut logits = timed_call(&mut sequences, &all, || {
+        let mut logits = timed_call(&mut sequences, &all, ModelCall::Target, || {
             model.prefill(&mut cache, &prompts, request)
         })?;
         logits.check(batch, 1, 1, vocab)?;
@@ -72,7 +72,7 @@ impl<M: LanguageModel> Decoder<M> for ArDecoder {
             if !takes_part.contains(&true) {
                 break;
             }
-            logits = timed_call(&mut sequences, &takes_part, || {
+            logits = timed_call(&mut sequences, &takes_part, ModelCall::Target, || {
                 model.extend(&mut cache, &blocks, request)
             })?;
             logits.check(batch, 1, 1, vocab)?;

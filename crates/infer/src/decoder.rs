@@ -291,9 +291,12 @@ impl Sequence {
         true
     }
 
-    /// Records a target-model call this sequence took part in.
-    pub fn count_target_call(&mut self, elapsed: Duration) {
-        self.stats.target_forwards += 1;
+    /// Records a model call this sequence took part in.
+    pub fn count_call(&mut self, model: ModelCall, elapsed: Duration) {
+        match model {
+            ModelCall::Target => self.stats.target_forwards += 1,
+            ModelCall::Draft => self.stats.draft_forwards += 1,
+        }
         self.stats.model_time += elapsed;
     }
 
@@ -307,12 +310,26 @@ impl Sequence {
     }
 }
 
-/// Runs `call` (a model call) and charges its wall time to every sequence for which `takes_part`
-/// is true.
+/// Which model a timed call ran: the counters of [`DecodeStats`] keep them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelCall {
+    /// The model whose distribution is sampled (verification included).
+    Target,
+    /// A speculative decoder's draft model.
+    Draft,
+}
+
+/// Runs `call` (a call of `model`) and charges its wall time to every sequence for which
+/// `takes_part` is true, counting it as a target or draft forward.
 ///
 /// # Errors
 /// Whatever `call` returns.
-pub fn timed_call<F>(sequences: &mut [Sequence], takes_part: &[bool], call: F) -> Result<Logits>
+pub fn timed_call<F>(
+    sequences: &mut [Sequence],
+    takes_part: &[bool],
+    model: ModelCall,
+    call: F,
+) -> Result<Logits>
 where
     F: FnOnce() -> Result<Logits>,
 {
@@ -324,7 +341,7 @@ where
         .zip(takes_part)
         .filter(|(_, part)| **part)
     {
-        seq.count_target_call(elapsed);
+        seq.count_call(model, elapsed);
     }
     Ok(logits)
 }

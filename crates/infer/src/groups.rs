@@ -1,4 +1,5 @@
-//! Acoustic similarity groups (PCG, Yanuka et al., paper 003 §2.1–2.2).
+//! Acoustic similarity groups (PCG: Yanuka et al., "Principled Coarse-Grained Acceptance for
+//! Speculative Decoding in Speech", §2.1–2.2).
 //!
 //! Each token `t` spans a group `G(t) = {t' : cos(E_t, E_t') > θ}` over the target model's token
 //! embedding table `E` (`[V, D]`). Groups overlap; identical groups are stored once, so there are
@@ -60,6 +61,55 @@ pub fn sweep_theta(
             SimilarityGroups::from_embeddings(embeddings, vocab, dim, theta).map(|g| g.summary())
         })
         .collect()
+}
+
+/// Builds the groups whose mean size (members per distinct group) is closest to `target`:
+/// a bisection over θ, since lowering θ never shrinks a group. The paper's ablation reports
+/// mean sizes of 4.5 and 10.3; a fixed θ does not carry over between models (the embeddings of
+/// a small, briefly trained model are close to random, with no cosine above 0.3, so θ ≥ 0.3
+/// gives only singletons there and PCG reduces to exact speculative sampling).
+///
+/// Cost: about 24 builds, each `O(V² D)` (see [`SimilarityGroups::from_embeddings`]).
+///
+/// # Errors
+/// [`InferError::InvalidSetting`] for `target` outside `[1, vocab]` (or not finite), and as
+/// [`SimilarityGroups::from_embeddings`].
+pub fn groups_of_mean_size(
+    embeddings: &[f32],
+    vocab: usize,
+    dim: usize,
+    target: f64,
+) -> Result<SimilarityGroups> {
+    if !(target.is_finite() && target >= 1.0 && target <= vocab as f64) {
+        return Err(InferError::InvalidSetting {
+            name: "mean group size",
+            value: target.to_string(),
+            expected: format!("a size in [1, {vocab}] (the vocabulary)"),
+        });
+    }
+    let build = |theta: f32| SimilarityGroups::from_embeddings(embeddings, vocab, dim, theta);
+    // `low` is a θ whose groups are at least `target` on average, `high` one whose are below.
+    let mut low = build(-0.999)?;
+    if low.mean_group_size() <= target {
+        return Ok(low);
+    }
+    let mut high = build(0.999)?;
+    if high.mean_group_size() >= target {
+        return Ok(high);
+    }
+    for _ in 0..24 {
+        let mid = build(0.5 * (low.theta() + high.theta()))?;
+        if mid.mean_group_size() >= target {
+            low = mid;
+        } else {
+            high = mid;
+        }
+        if high.theta() - low.theta() < 1e-4 {
+            break;
+        }
+    }
+    let miss = |g: &SimilarityGroups| (g.mean_group_size() - target).abs();
+    Ok(if miss(&low) <= miss(&high) { low } else { high })
 }
 
 /// Overlapping token groups with equal-split weights, in CSR form. Immutable once built.
@@ -566,6 +616,36 @@ mod tests {
         assert_eq!(sweep[0].max_group_size, 1);
         assert_eq!(sweep[3].n_groups, 1);
         assert!((sweep[1].mean_memberships - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn groups_are_built_to_a_target_mean_size() {
+        // 64 random directions in 16 dimensions: cosines spread around 0 (std ≈ 0.25).
+        let mut state = 0x9e37_79b9u32;
+        let emb: Vec<f32> = (0..64 * 16)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as f32 / u32::MAX as f32 - 0.5
+            })
+            .collect();
+        for target in [1.0, 4.5, 10.3, 40.0] {
+            let g = groups_of_mean_size(&emb, 64, 16, target).unwrap();
+            let got = g.mean_group_size();
+            assert!(
+                (got - target).abs() <= 0.15 * target,
+                "target {target}: θ {} gives mean size {got}",
+                g.theta()
+            );
+        }
+        // Larger targets need lower thresholds.
+        let t = |s| groups_of_mean_size(&emb, 64, 16, s).unwrap().theta();
+        assert!(t(10.3) < t(4.5) && t(4.5) < t(1.5));
+        for bad in [0.5, 65.0, f64::NAN] {
+            let err = groups_of_mean_size(&emb, 64, 16, bad).unwrap_err();
+            assert!(err.to_string().contains("mean group size"), "{err}");
+        }
     }
 
     #[test]

@@ -28,7 +28,9 @@ pub mod transitions;
 pub mod viterbi;
 
 pub use ar::ArDecoder;
-pub use decoder::{DecodeStats, Decoder, Generation, Limits, Request, Sequence, StopReason};
+pub use decoder::{
+    DecodeStats, Decoder, Generation, Limits, ModelCall, Request, Sequence, StopReason,
+};
 pub use error::{InferError, Result};
 pub use lm::{LanguageModel, Logits, LogitsRequest, check_blocks};
 pub use mtp::MtpDecoder;
@@ -48,7 +50,9 @@ pub use acceptance::{
     ForcedSequence, OfflineAcceptance, expected_tokens_per_step, teacher_forced,
     teacher_forced_head,
 };
-pub use groups::{GroupSummary, SimilarityGroups, read_embedding_table, sweep_theta};
+pub use groups::{
+    GroupSummary, SimilarityGroups, groups_of_mean_size, read_embedding_table, sweep_theta,
+};
 pub use self_spec::SelfSpeculativeDecoder;
 pub use speculative::{SpeculativeConfig, SpeculativeDecoder};
 pub use verify::{AcceptanceRule, Verdict, acceptance_probability, verify};

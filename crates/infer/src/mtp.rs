@@ -1,4 +1,5 @@
-//! [`MtpDecoder`]: multi-token prediction (paper 000, §III-B and §III-C): each forward pass reads
+//! [`MtpDecoder`]: multi-token prediction (Nguyen et al. 2025, "Accelerating Codec-based
+//! Speech Synthesis with Multi-Token Prediction and Speculative Decoding", §III-B and §III-C): each forward pass reads
 //! `k` heads at the last position and emits up to `k` tokens, fed back in one `extend` call.
 //!
 //! ```text
@@ -55,7 +56,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 
 use crate::decoder::{
-    Decoder, Generation, Request, Sequence, cache_capacity, check_batch, timed_call,
+    Decoder, Generation, ModelCall, Request, Sequence, cache_capacity, check_batch, timed_call,
 };
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
@@ -307,7 +308,7 @@ impl<M: LanguageModel> Decoder<M> for MtpDecoder {
         let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
         let all = vec![true; requests.len()];
         let (batch, vocab) = (requests.len(), model.vocab_size());
-        let mut logits = timed_call(&mut sequences, &all, || {
+        let mut logits = timed_call(&mut sequences, &all, ModelCall::Target, || {
             model.prefill(&mut cache, &prompts, request)
         })?;
         logits.check(batch, 1, self.heads, vocab)?;
@@ -325,7 +326,7 @@ impl<M: LanguageModel> Decoder<M> for MtpDecoder {
             if !takes_part.contains(&true) {
                 break;
             }
-            logits = timed_call(&mut sequences, &takes_part, || {
+            logits = timed_call(&mut sequences, &takes_part, ModelCall::Target, || {
                 model.extend(&mut cache, &blocks, request)
             })?;
             logits.check(batch, 1, self.heads, vocab)?;

@@ -19,13 +19,13 @@
 
 use std::time::Instant;
 
-use crate::decoder::{Decoder, Generation, Request, Sequence, cache_capacity, check_batch};
+use crate::decoder::{
+    Decoder, Generation, ModelCall, Request, Sequence, cache_capacity, check_batch, timed_call,
+};
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
 use crate::sampler::{SamplerConfig, sample};
-use crate::speculative::{
-    SpeculativeConfig, charged, check_sampler, verification_block, verify_and_emit,
-};
+use crate::speculative::{Proposal, SpeculativeConfig, check_sampler, verify_phase};
 
 /// Self-speculative decoding over a model with MTP heads. `config.max_gamma` (or `gamma` when
 /// fixed) must not exceed the model's extra heads.
@@ -121,7 +121,7 @@ impl<M: LanguageModel> Decoder<M> for SelfSpeculativeDecoder {
         let prompts: Vec<M::Prompt> = requests.iter().map(|r| r.prompt.clone()).collect();
         let mut cache = model.new_cache(batch, cache_capacity(model, requests, 1))?;
         let all = vec![true; batch];
-        let first = charged(&mut sequences, &all, false, || {
+        let first = timed_call(&mut sequences, &all, ModelCall::Target, || {
             model.prefill(&mut cache, &prompts, LogitsRequest::heads_at_last(heads))
         })?;
         let mut lanes = Vec::with_capacity(batch);
@@ -150,48 +150,36 @@ impl<M: LanguageModel> Decoder<M> for SelfSpeculativeDecoder {
             last_only: false,
         };
         loop {
-            let mut base = vec![0usize; batch];
-            let blocks: Vec<Vec<u32>> = sequences
+            let proposals: Vec<Proposal<'_>> = lanes
                 .iter()
-                .zip(&lanes)
-                .enumerate()
-                .map(|(b, (seq, lane))| {
-                    if seq.is_active() {
-                        base[b] = model.cache_len(&cache, b);
-                        verification_block(lane.pending, &lane.drafts, seq.eos())
-                    } else {
-                        Vec::new()
-                    }
+                .map(|lane| Proposal {
+                    pending: lane.pending,
+                    drafts: &lane.drafts,
+                    draft_probs: &lane.draft_probs,
                 })
                 .collect();
-            let part: Vec<bool> = blocks.iter().map(|b| !b.is_empty()).collect();
-            if !part.contains(&true) {
+            let Some((logits, verdicts)) = verify_phase(
+                model,
+                &mut cache,
+                &mut sequences,
+                &proposals,
+                &config.rule,
+                sampler,
+                request,
+            )?
+            else {
                 break;
-            }
-            let logits = charged(&mut sequences, &part, false, || {
-                model.extend(&mut cache, &blocks, request)
-            })?;
-            for (b, (seq, lane)) in sequences.iter_mut().zip(lanes.iter_mut()).enumerate() {
-                if !part[b] {
-                    continue;
-                }
+            };
+            let rows = sequences.iter_mut().zip(lanes.iter_mut()).zip(verdicts);
+            for (b, ((seq, lane), verdict)) in rows.enumerate() {
+                let Some(verdict) = verdict else { continue };
                 let start = Instant::now();
                 let gamma = lane.drafts.len();
-                let verdict = verify_and_emit(
-                    &config.rule,
-                    &logits,
-                    b,
-                    &lane.drafts,
-                    &lane.draft_probs,
-                    seq,
-                    sampler,
-                )?;
                 let accepted = verdict.accepted;
-                let keep = (base[b] + 1 + accepted).min(model.cache_len(&cache, b));
-                model.truncate(&mut cache, b, keep)?;
                 lane.pending = verdict.next;
                 lane.gamma = config.next_gamma(lane.gamma, gamma, accepted);
                 if seq.is_active() {
+                    // The heads at the last kept position draft the next block.
                     let next_gamma = lane.gamma.min(seq.remaining().saturating_sub(1));
                     lane.draw(&logits, (b, accepted), next_gamma, seq, sampler);
                 }

@@ -1,6 +1,6 @@
 //! [`SpeculativeDecoder`]: a draft model proposes `γ` tokens, the target scores them all in one
-//! forward, and an [`AcceptanceRule`] keeps a prefix (Leviathan et al. 2023; SSD, paper 001
-//! Algorithm 1; PCG, paper 003 Algorithm 1).
+//! forward, and an [`AcceptanceRule`] keeps a prefix (Leviathan et al. 2023; SSD, Lin et al. 2025,
+//! Algorithm 1; PCG, Yanuka et al., Algorithm 1).
 //!
 //! ```text
 //! per step, per active sequence b (own γ_b, own random stream):
@@ -21,7 +21,9 @@
 
 use std::time::Instant;
 
-use crate::decoder::{Decoder, Generation, Request, Sequence, cache_capacity, check_batch};
+use crate::decoder::{
+    Decoder, Generation, ModelCall, Request, Sequence, cache_capacity, check_batch, timed_call,
+};
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
 use crate::sampler::{SamplerConfig, sample};
@@ -144,31 +146,6 @@ pub(crate) fn check_sampler(sampler: &SamplerConfig) -> Result<()> {
     Ok(())
 }
 
-/// Runs a model call and charges its time to the sequences that take part, counting it as a
-/// target or a draft forward.
-pub(crate) fn charged<F>(
-    sequences: &mut [Sequence],
-    part: &[bool],
-    draft: bool,
-    call: F,
-) -> Result<Logits>
-where
-    F: FnOnce() -> Result<Logits>,
-{
-    let start = Instant::now();
-    let logits = call()?;
-    let elapsed = start.elapsed();
-    for (seq, _) in sequences.iter_mut().zip(part).filter(|(_, p)| **p) {
-        if draft {
-            seq.stats.draft_forwards += 1;
-        } else {
-            seq.stats.target_forwards += 1;
-        }
-        seq.stats.model_time += elapsed;
-    }
-    Ok(logits)
-}
-
 /// Per-sequence speculation state.
 struct Lane {
     /// Emitted token not yet in the target cache.
@@ -225,10 +202,10 @@ where
         let mut target_cache = model.new_cache(batch, cache_capacity(model, requests, 1))?;
         let mut draft_cache = draft.new_cache(batch, cache_capacity(draft, requests, 1))?;
         let all = vec![true; batch];
-        let first = charged(&mut sequences, &all, false, || {
+        let first = timed_call(&mut sequences, &all, ModelCall::Target, || {
             model.prefill(&mut target_cache, &prompts, LogitsRequest::heads_at_last(1))
         })?;
-        charged(&mut sequences, &all, true, || {
+        timed_call(&mut sequences, &all, ModelCall::Draft, || {
             draft.prefill(&mut draft_cache, &prompts, LogitsRequest::heads_at_last(1))
         })?;
         let mut lanes: Vec<Lane> = Vec::with_capacity(batch);
@@ -275,7 +252,7 @@ where
                 if !part.contains(&true) {
                     break;
                 }
-                let logits = charged(&mut sequences, &part, true, || {
+                let logits = timed_call(&mut sequences, &part, ModelCall::Draft, || {
                     draft.extend(&mut draft_cache, &blocks, next)
                 })?;
                 for (b, (seq, lane)) in sequences.iter_mut().zip(lanes.iter_mut()).enumerate() {
@@ -298,48 +275,32 @@ where
             }
 
             // Target phase: one forward over [pending_t, drafts…] per active sequence.
-            let mut target_base = vec![0usize; batch];
-            let blocks: Vec<Vec<u32>> = sequences
+            let proposals: Vec<Proposal<'_>> = lanes
                 .iter()
-                .zip(&lanes)
-                .enumerate()
-                .map(|(b, (seq, lane))| {
-                    if seq.is_active() {
-                        target_base[b] = model.cache_len(&target_cache, b);
-                        verification_block(lane.pending_t, &lane.drafts, seq.eos())
-                    } else {
-                        Vec::new()
-                    }
+                .map(|lane| Proposal {
+                    pending: lane.pending_t,
+                    drafts: &lane.drafts,
+                    draft_probs: &lane.draft_probs,
                 })
                 .collect();
-            let part: Vec<bool> = blocks.iter().map(|b| !b.is_empty()).collect();
-            if !part.contains(&true) {
+            let Some((_, verdicts)) = verify_phase(
+                model,
+                &mut target_cache,
+                &mut sequences,
+                &proposals,
+                &config.rule,
+                sampler,
+                next,
+            )?
+            else {
                 break;
-            }
-            let logits = charged(&mut sequences, &part, false, || {
-                model.extend(&mut target_cache, &blocks, next)
-            })?;
-
-            for (b, (seq, lane)) in sequences.iter_mut().zip(lanes.iter_mut()).enumerate() {
-                if !part[b] {
-                    continue;
-                }
+            };
+            let rows = sequences.iter_mut().zip(lanes.iter_mut()).zip(verdicts);
+            for (b, ((seq, lane), verdict)) in rows.enumerate() {
+                let Some(verdict) = verdict else { continue };
                 let start = Instant::now();
                 let gamma = lane.drafts.len();
-                let verdict = verify_and_emit(
-                    &config.rule,
-                    &logits,
-                    b,
-                    &lane.drafts,
-                    &lane.draft_probs,
-                    seq,
-                    sampler,
-                )?;
                 let accepted = verdict.accepted;
-                // Roll both caches back to the kept tokens (an accepted final EOS was never
-                // fed, and ends the sequence).
-                let keep = (target_base[b] + 1 + accepted).min(model.cache_len(&target_cache, b));
-                model.truncate(&mut target_cache, b, keep)?;
                 lane.pending_t = verdict.next;
                 if gamma > 0 {
                     let in_draft = accepted.min(gamma - 1);
@@ -369,6 +330,70 @@ pub(crate) fn verification_block(pending: u32, drafts: &[u32], eos: Option<u32>)
     std::iter::once(pending)
         .chain(fed.iter().copied())
         .collect()
+}
+
+/// What one sequence puts up for verification: the emitted token the target has not seen yet
+/// and the drafts after it, with the distributions they were drawn from.
+pub(crate) struct Proposal<'a> {
+    pub pending: u32,
+    pub drafts: &'a [u32],
+    pub draft_probs: &'a [Vec<f32>],
+}
+
+/// The verification phase both speculative decoders share: one target forward over
+/// `[pending, drafts…]` of every active sequence, the verdicts applied to the sequences, and
+/// each target cache rolled back to the kept tokens. Returns `None` when no sequence is active,
+/// else the logits of the forward (`[batch, positions, request.heads, vocab]`) and each
+/// sequence's verdict (`None` for a sequence that sat out).
+///
+/// # Errors
+/// The model's and the verifier's errors.
+pub(crate) fn verify_phase<M: LanguageModel>(
+    model: &M,
+    cache: &mut M::Cache,
+    sequences: &mut [Sequence],
+    proposals: &[Proposal<'_>],
+    rule: &AcceptanceRule,
+    sampler: &SamplerConfig,
+    request: LogitsRequest,
+) -> Result<Option<(Logits, Vec<Option<Verdict>>)>> {
+    let mut base = vec![0usize; sequences.len()];
+    let blocks: Vec<Vec<u32>> = sequences
+        .iter()
+        .zip(proposals)
+        .enumerate()
+        .map(|(b, (seq, p))| {
+            if seq.is_active() {
+                base[b] = model.cache_len(cache, b);
+                verification_block(p.pending, p.drafts, seq.eos())
+            } else {
+                Vec::new()
+            }
+        })
+        .collect();
+    let part: Vec<bool> = blocks.iter().map(|b| !b.is_empty()).collect();
+    if !part.contains(&true) {
+        return Ok(None);
+    }
+    let logits = timed_call(sequences, &part, ModelCall::Target, || {
+        model.extend(cache, &blocks, request)
+    })?;
+    let mut verdicts = Vec::with_capacity(sequences.len());
+    for (b, (seq, p)) in sequences.iter_mut().zip(proposals).enumerate() {
+        if !part[b] {
+            verdicts.push(None);
+            continue;
+        }
+        let start = Instant::now();
+        let verdict = verify_and_emit(rule, &logits, b, p.drafts, p.draft_probs, seq, sampler)?;
+        // Roll back to the kept tokens (an accepted final EOS was never fed, and ends the
+        // sequence).
+        let keep = (base[b] + 1 + verdict.accepted).min(model.cache_len(cache, b));
+        model.truncate(cache, b, keep)?;
+        seq.stats.decoder_time += start.elapsed();
+        verdicts.push(Some(verdict));
+    }
+    Ok(Some((logits, verdicts)))
 }
 
 /// Verifies sequence `b`'s drafts against the target's next-token logits of its block

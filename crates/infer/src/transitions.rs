@@ -1,5 +1,6 @@
 //! [`Transitions`]: the stream-0 token transition matrix `Q(a, b) = P(next = b | current = a)`
-//! that Viterbi path selection scores neighbouring MTP tokens with (paper 000, §III-C: "the
+//! that Viterbi path selection scores neighbouring MTP tokens with (Nguyen et al. 2025, "Accelerating Codec-based Speech Synthesis with
+//! Multi-Token Prediction and Speculative Decoding", §III-C: "the
 //! transition matrix derived from the dataset").
 //!
 //! Built from training code sequences by counting adjacent pairs with add-α smoothing:

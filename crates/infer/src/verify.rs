@@ -9,11 +9,13 @@
 //!   2023): keep `x_i` with probability `min(1, q_i(x_i) / p_i(x_i))`; at the first rejection
 //!   draw from `norm(max(0, q_i − p_i))`; when all are kept draw a bonus from `q_γ`. The output
 //!   is distributed exactly as the target's.
-//! - [`AcceptanceRule::Tolerance`] — SSD (Lin et al. 2025, paper 001 eq. 5): keep when
+//! - [`AcceptanceRule::Tolerance`] — SSD (Lin et al. 2025, "Accelerating Autoregressive Speech Synthesis Inference With
+//!   Speech Speculative Decoding", eq. 5): keep when
 //!   `r < min(1, q/p) + β`, residual as above. Only tokens the target's sampler can emit
 //!   (`q_i(x_i) > 0`) profit from β, so top-k/top-p, a banned end-of-sequence and greedy
 //!   decoding stay respected; β = 0 is `Exact`, draw for draw.
-//! - [`AcceptanceRule::Groups`] — PCG (Yanuka et al., paper 003 §2.2, Algorithm 1): draw a group
+//! - [`AcceptanceRule::Groups`] — PCG (Yanuka et al., "Principled Coarse-Grained Acceptance for Speculative Decoding
+//!   in Speech", §2.2, Algorithm 1): draw a group
 //!   label `K ∈ S(x_i)` with the equal-split weights, keep `x_i` with probability
 //!   `min(1, Q_c(G_K) / P_c(G_K))`; on rejection draw a group from the residual
 //!   `[Q_c − P_c]_+` by thinning (draw `y ~ q_i`, `K' ∈ S(y)`, keep with
@@ -39,7 +41,7 @@ use crate::error::{InferError, Result};
 use crate::groups::SimilarityGroups;
 
 /// Thinning draws of the PCG residual sampler before the exact enumeration takes over. The
-/// expected number of draws is `1 / TV(P_c, Q_c)` (paper 003 saw ≤ 3 on average).
+/// expected number of draws is `1 / TV(P_c, Q_c)` (the PCG paper saw ≤ 3 on average).
 pub const MAX_THINNING_TRIALS: usize = 64;
 
 /// How drafted tokens are accepted.
@@ -451,7 +453,7 @@ fn group_step(
     Step::Stop(sample_in_group(groups, k, q, rng))
 }
 
-/// Draws a member `t` of group `k` with probability `q(t) w_{k,t} / Q_c(G_k)` (paper 003 eq.
+/// Draws a member `t` of group `k` with probability `q(t) w_{k,t} / Q_c(G_k)` (PCG paper, eq.
 /// 10); uniform over the members when the group has no mass under `q`.
 fn sample_in_group(groups: &SimilarityGroups, k: usize, q: &[f32], rng: &mut StdRng) -> u32 {
     let members = groups.members(k);

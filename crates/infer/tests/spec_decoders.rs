@@ -12,7 +12,7 @@ use voxspec_infer::acceptance::{
     ForcedSequence, OfflineAcceptance, teacher_forced, teacher_forced_head,
 };
 use voxspec_infer::ar::ArDecoder;
-use voxspec_infer::sampler::{seeded_rng, softmax};
+use voxspec_infer::sampler::seeded_rng;
 use voxspec_infer::{
     AcceptanceRule, Decoder, Generation, InferError, LanguageModel, Limits, Logits, LogitsRequest,
     RasConfig, Request, SamplerConfig, SelfSpeculativeDecoder, SimilarityGroups, SpeculativeConfig,
@@ -326,41 +326,57 @@ fn a_batch_decodes_like_its_requests_one_by_one() {
     }
 }
 
-/// Exact target probability of each 3-token continuation of `prompt` (no EOS), indexed
-/// `a·V² + b·V + c`.
-fn sequence_law(model: &TableLm, prompt: &[u32], vocab: usize) -> Vec<f64> {
-    let mut law = vec![0.0; vocab.pow(3)];
-    let step = |history: &[u32]| softmax(&model.scores_after(history, 1), 1.0);
-    let p0 = step(prompt);
-    for a in 0..vocab {
-        let h1: Vec<u32> = prompt.iter().copied().chain([a as u32]).collect();
-        let p1 = step(&h1);
-        for b in 0..vocab {
-            let h2: Vec<u32> = h1.iter().copied().chain([b as u32]).collect();
-            let p2 = step(&h2);
-            for c in 0..vocab {
-                law[(a * vocab + b) * vocab + c] =
-                    f64::from(p0[a]) * f64::from(p1[b]) * f64::from(p2[c]);
-            }
+/// Continuations scored by the sequence-law test: 4 tokens, so that after the first (from the
+/// prefill) a block really drafts γ = 2 tokens and verifies them with a bonus.
+const LAW_LEN: usize = 4;
+
+/// Exact probability of each `LAW_LEN`-token continuation of `prompt` (no EOS) under `model`
+/// and `sampler` (temperature, top-k, top-p), indexed in base `vocab`, first token most
+/// significant.
+fn sequence_law(
+    model: &TableLm,
+    prompt: &[u32],
+    vocab: usize,
+    sampler: &SamplerConfig,
+) -> Vec<f64> {
+    let mut law = vec![0.0; vocab.pow(LAW_LEN as u32)];
+    for (index, p) in law.iter_mut().enumerate() {
+        let mut history = prompt.to_vec();
+        let mut generated = Vec::new();
+        let mut prob = 1.0f64;
+        for j in (0..LAW_LEN).rev() {
+            let token = (index / vocab.pow(j as u32)) % vocab;
+            let dist = sampler.distribution(&model.scores_after(&history, 1), &generated, None);
+            prob *= f64::from(dist[token]);
+            history.push(token as u32);
+            generated.push(token as u32);
         }
+        *p = prob;
     }
     law
 }
 
-fn empirical_tv<D: Decoder<TableLm>>(decoder: &mut D, model: &TableLm, law: &[f64]) -> (f64, f64) {
+/// `(tv, 3 · expected noise tv)` of 100,000 continuations from `decoder` against `law`, and the
+/// most tokens any generation drafted.
+fn empirical_tv<D: Decoder<TableLm>>(
+    decoder: &mut D,
+    model: &TableLm,
+    law: &[f64],
+    sampler: &SamplerConfig,
+) -> (f64, f64, usize) {
     let n = 100_000;
     let vocab = model.vocab_size();
     let mut counts = vec![0usize; law.len()];
+    let mut most_drafted = 0;
     for chunk in 0..n / 500 {
         let reqs: Vec<_> = (0..500)
-            .map(|i| request(vec![0, 1], 0, 3, (chunk * 500 + i) as u64))
+            .map(|i| request(vec![0, 1], 0, LAW_LEN, (chunk * 500 + i) as u64))
             .collect();
-        for g in decoder
-            .generate(model, &reqs, &SamplerConfig::default())
-            .unwrap()
-        {
-            let t = &g.tokens;
-            counts[(t[0] as usize * vocab + t[1] as usize) * vocab + t[2] as usize] += 1;
+        for g in decoder.generate(model, &reqs, sampler).unwrap() {
+            assert_eq!(g.tokens.len(), LAW_LEN);
+            most_drafted = most_drafted.max(g.stats.drafted);
+            let index = g.tokens.iter().fold(0, |acc, &t| acc * vocab + t as usize);
+            counts[index] += 1;
         }
     }
     let tv: f64 = counts
@@ -375,33 +391,46 @@ fn empirical_tv<D: Decoder<TableLm>>(decoder: &mut D, model: &TableLm, law: &[f6
         .sum::<f64>()
         * (2.0 / std::f64::consts::PI).sqrt()
         / 2.0;
-    (tv, 3.0 * noise)
+    (tv, 3.0 * noise, most_drafted)
 }
 
 #[test]
 fn exact_speculation_samples_the_target_sequence_law() {
-    // 6 tokens, no EOS, flat enough that all 216 continuations matter.
-    let config = TableLmConfig::new(6, 3)
+    // 5 tokens, no EOS, flat enough that all 625 continuations matter.
+    let config = TableLmConfig::new(5, 3)
         .with_eos(None)
         .with_sharpness(1.5)
         .with_seed(3);
     let model = config.clone().init().unwrap();
-    let law = sequence_law(&model, &[0, 1], 6);
-    let exact = SpeculativeConfig::new(2, AcceptanceRule::Exact);
-    let mut sd = SpeculativeDecoder::new(draft_of(config.clone(), 2.0), exact.clone()).unwrap();
-    let (tv, bound) = empirical_tv(&mut sd, &model, &law);
-    eprintln!("sd exact: tv {tv:.4}, bound {bound:.4}");
-    assert!(tv < bound, "sd exact: tv {tv:.4} >= {bound:.4}");
-    let mut ss = SelfSpeculativeDecoder::new(exact).unwrap();
-    let (tv, bound) = empirical_tv(&mut ss, &model, &law);
-    eprintln!("self-speculative exact: tv {tv:.4}, bound {bound:.4}");
-    assert!(tv < bound, "self exact: tv {tv:.4} >= {bound:.4}");
-    // Accepting every draft samples the draft's law instead, and the check sees it.
-    let always = SpeculativeConfig::new(2, AcceptanceRule::Tolerance { beta: 1.0 });
-    let mut broken = SpeculativeDecoder::new(draft_of(config, 2.0), always).unwrap();
-    let (tv, bound) = empirical_tv(&mut broken, &model, &law);
-    eprintln!("sd accept-always: tv {tv:.4}, bound {bound:.4}");
-    assert!(tv > bound, "accept-always passed: tv {tv:.4} < {bound:.4}");
+    for sampler in [
+        SamplerConfig::default(),
+        SamplerConfig {
+            temperature: 0.9,
+            top_k: 4,
+            top_p: 0.9,
+            ..SamplerConfig::default()
+        },
+    ] {
+        let law = sequence_law(&model, &[0, 1], 5, &sampler);
+        assert!((law.iter().sum::<f64>() - 1.0).abs() < 1e-5);
+        let exact = SpeculativeConfig::new(2, AcceptanceRule::Exact);
+        let mut sd = SpeculativeDecoder::new(draft_of(config.clone(), 2.0), exact.clone()).unwrap();
+        let (tv, bound, drafted) = empirical_tv(&mut sd, &model, &law, &sampler);
+        eprintln!("sd exact {sampler:?}: tv {tv:.4}, bound {bound:.4}");
+        assert!(tv < bound, "sd exact: tv {tv:.4} >= {bound:.4}");
+        assert!(drafted >= 2, "a block drafted {drafted} tokens, not γ = 2");
+        let mut ss = SelfSpeculativeDecoder::new(exact).unwrap();
+        let (tv, bound, drafted) = empirical_tv(&mut ss, &model, &law, &sampler);
+        eprintln!("self-speculative exact: tv {tv:.4}, bound {bound:.4}");
+        assert!(tv < bound, "self exact: tv {tv:.4} >= {bound:.4}");
+        assert!(drafted >= 2, "a block drafted {drafted} tokens, not γ = 2");
+        // Accepting every draft samples the draft's law instead, and the check sees it.
+        let always = SpeculativeConfig::new(2, AcceptanceRule::Tolerance { beta: 1.0 });
+        let mut broken = SpeculativeDecoder::new(draft_of(config.clone(), 2.0), always).unwrap();
+        let (tv, bound, _) = empirical_tv(&mut broken, &model, &law, &sampler);
+        eprintln!("sd accept-always: tv {tv:.4}, bound {bound:.4}");
+        assert!(tv > bound, "accept-always passed: tv {tv:.4} < {bound:.4}");
+    }
 }
 
 #[test]

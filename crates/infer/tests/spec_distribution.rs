@@ -279,3 +279,129 @@ fn pcg_thinning_takes_one_over_tv_trials_and_the_fallback_is_exact() {
     let (d, bound) = check(&counts, &residual);
     assert!(d < bound, "residual tv {d:.5} >= bound {bound:.5}");
 }
+
+/// Per block position j: counts of the group emitted at j among blocks that reach j.
+fn position_group_counts(results: &[(Vec<u32>, Verdict)], n_groups: usize) -> Vec<Vec<usize>> {
+    let gamma = results[0].0.len();
+    let mut counts = vec![vec![0usize; n_groups]; gamma + 1];
+    for (_, v) in results {
+        for (j, &k) in v.groups.iter().enumerate() {
+            counts[j][k as usize] += 1;
+        }
+    }
+    counts
+}
+
+/// Worst (tv / bound) of the group law over the block positions reached ≥ 10,000 times.
+fn worst_group_ratio(results: &[(Vec<u32>, Verdict)], g: &SimilarityGroups, q: &[Vec<f32>]) -> f64 {
+    let mut worst: f64 = 0.0;
+    for (j, c) in position_group_counts(results, g.n_groups())
+        .iter()
+        .enumerate()
+    {
+        if c.iter().sum::<usize>() < 10_000 {
+            continue;
+        }
+        let (d, bound) = check(c, &g.coarse_distribution(&q[j]));
+        worst = worst.max(d / bound);
+    }
+    worst
+}
+
+#[test]
+fn pcg_group_law_holds_at_every_position_and_on_rejection() {
+    let (q, p) = (target(), draft());
+    let g = groups();
+    let rule = AcceptanceRule::Groups(g.clone());
+    let results = run(&rule, &p, &p, &q, 41);
+    // Every position, the later ones conditioned on the block reaching them (γ = 3 + bonus).
+    let counts = position_group_counts(&results, g.n_groups());
+    for (j, c) in counts.iter().enumerate() {
+        let reached: usize = c.iter().sum();
+        assert!(reached >= 10_000, "position {j} reached {reached} times");
+        let (d, bound) = check(c, &g.coarse_distribution(&q[j]));
+        eprintln!("pcg position {j}: {reached} samples, tv {d:.5}, bound {bound:.5}");
+        assert!(d < bound, "position {j}: tv {d:.5} >= bound {bound:.5}");
+    }
+    // The reject branch: a rejected first group follows [Q_c − P_c]_+ / TV(P_c, Q_c).
+    let (pc, qc) = (g.coarse_distribution(&p[0]), g.coarse_distribution(&q[0]));
+    let residual: Vec<f64> = pc.iter().zip(&qc).map(|(p, q)| (q - p).max(0.0)).collect();
+    let total: f64 = residual.iter().sum();
+    let residual: Vec<f64> = residual.iter().map(|r| r / total).collect();
+    let mut rejected = vec![0usize; g.n_groups()];
+    for (_, v) in results.iter().filter(|(_, v)| v.accepted == 0) {
+        rejected[v.groups[0] as usize] += 1;
+    }
+    let (d, bound) = check(&rejected, &residual);
+    eprintln!(
+        "pcg rejections: {} samples, tv {d:.5}, bound {bound:.5}",
+        rejected.iter().sum::<usize>()
+    );
+    assert!(d < bound, "rejected groups: tv {d:.5} >= bound {bound:.5}");
+    // A verifier given wrong draft probabilities fails the same check at some position.
+    let uniform = vec![vec![0.125f32; 8]; 3];
+    let wrong = worst_group_ratio(&run(&rule, &p, &uniform, &q, 41), &g, &q);
+    eprintln!("pcg wrong draft probabilities, all positions: tv / bound {wrong:.2}");
+    assert!(wrong > 1.0, "wrong-p PCG passed at every position: {wrong}");
+    assert!(worst_group_ratio(&results, &g, &q) < 1.0);
+}
+
+#[test]
+fn pcg_redraws_inside_an_accepted_group_when_the_target_cannot_emit_the_draft() {
+    let g = groups();
+    let rule = AcceptanceRule::Groups(g.clone());
+    // The target gives token 1 no mass; the draft proposes it 30 % of the time. Token 1 is in
+    // groups {0,1,2} and {1,2,3}, which the target still reaches through 0, 2 and 3.
+    let mut q0 = target()[0].clone();
+    q0[0] += q0[1];
+    q0[1] = 0.0;
+    let q = vec![q0.clone(), target()[1].clone()];
+    let p = vec![draft()[0].clone()];
+    assert!(p[0][1] > 0.25);
+    let results = run(&rule, &p, &p, &q, 51);
+    // The target's law over groups still holds, and token 1 is never emitted.
+    let (d, bound) = check(
+        &position_group_counts(&results, g.n_groups())[0],
+        &g.coarse_distribution(&q0),
+    );
+    assert!(
+        d < bound,
+        "groups with q(x) = 0: tv {d:.5} >= bound {bound:.5}"
+    );
+    let mut in_group: Vec<Vec<usize>> = vec![vec![0; 8]; g.n_groups()];
+    for (drafts, v) in &results {
+        let emitted = if v.accepted >= 1 { drafts[0] } else { v.next };
+        assert_ne!(emitted, 1, "the target cannot emit token 1");
+        // Eq. 10 branch: the draft was 1, its group accepted (no thinning), the token redrawn.
+        if drafts[0] == 1 && v.accepted == 0 && v.trials == 0 && !v.fallback {
+            in_group[v.groups[0] as usize][v.next as usize] += 1;
+        }
+    }
+    // Inside the accepted group the token follows q(t) w_{k,t} / Q_c(G_k).
+    let mut branches = 0;
+    for (k, counts) in in_group.iter().enumerate() {
+        let n: usize = counts.iter().sum();
+        if n < 5_000 {
+            continue;
+        }
+        branches += 1;
+        let mass: Vec<f64> = (0..8u32)
+            .map(|t| {
+                if g.members(k).contains(&t) {
+                    f64::from(q0[t as usize]) * g.weight(t)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let z: f64 = mass.iter().sum();
+        let law: Vec<f64> = mass.iter().map(|m| m / z).collect();
+        let (d, bound) = check(counts, &law);
+        eprintln!("group {k} redraws: {n} samples, tv {d:.5}, bound {bound:.5}");
+        assert!(d < bound, "group {k}: tv {d:.5} >= bound {bound:.5}");
+    }
+    assert!(
+        branches >= 1,
+        "the q(x) = 0 branch was not reached: {in_group:?}"
+    );
+}

@@ -2,9 +2,9 @@
 //! cache, one block of new codes per call.
 //!
 //! Ragged blocks (sequences that accepted different numbers of tokens) are run as one padded
-//! block; the padded positions are then dropped with [`KvCache::truncate_seq`], which leaves each
-//! sequence exactly as if it had been run alone (attention never reaches past a sequence's own
-//! length).
+//! block through [`voxspec_nn::Transformer::forward_cached_ragged`], which stores only each
+//! sequence's real positions, so each sequence is exactly as if it had been run alone
+//! (attention never reaches past a sequence's own length) and needs room for its own block only.
 
 use burn::tensor::{Int, Tensor, TensorData};
 use voxspec_infer::lm::check_blocks;
@@ -105,19 +105,12 @@ impl MtpModel {
             }
         };
         let x = self.embed_rows(&padded, width, track).map_err(infer_err)?;
-        let hidden = self
-            .transformer
-            .forward_cached(x, &mut cache.kv)
-            .map_err(infer_err)?;
-        for (b, row) in rows.iter().enumerate() {
-            if row.len() < width {
-                cache
-                    .kv
-                    .truncate_seq(b, before[b] + row.len())
-                    .map_err(infer_err)?;
-            }
-        }
-        Ok(hidden)
+        let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
+        // Only the real positions are stored (and need room): a sequence at the end of its
+        // capacity, or finished, can share a batch with a wider block.
+        self.transformer
+            .forward_cached_ragged(x, &lens, &mut cache.kv)
+            .map_err(infer_err)
     }
 
     /// Logits for `request` from hidden states of ragged rows.

@@ -332,6 +332,26 @@ impl MtpModel {
         self.codebook_size
     }
 
+    /// The input embeddings of the output tokens, as PCG's similarity groups need them:
+    /// `[codebook_size + 1, d_model]` row-major, code `c` in row `c` and a zero row for
+    /// end-of-speech (never an input, so it has no embedding and groups with nothing). Returns
+    /// `(table, rows, d_model)`.
+    ///
+    /// # Errors
+    /// [`MtpError::Readback`] when the weights cannot be read.
+    pub fn code_embeddings(&self) -> MtpResult<(Vec<f32>, usize, usize)> {
+        let weight = self.embedding.weight.val();
+        let [_, d] = weight.dims();
+        // Input ids: text, SEP, then the codes.
+        let codes = weight.narrow(0, self.text_vocab + 1, self.codebook_size);
+        let eos = Tensor::<2>::zeros([1, d], &codes.device());
+        let table = Tensor::cat(vec![codes, eos], 0)
+            .into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| MtpError::Readback(format!("the embedding table: {e:?}")))?;
+        Ok((table, self.codebook_size + 1, d))
+    }
+
     /// The device the weights live on.
     pub fn device(&self) -> Device {
         self.embedding.weight.val().device()

@@ -144,3 +144,118 @@ fn a_batch_decodes_each_sequence_as_alone() {
         }
     }
 }
+
+/// A cache sized exactly (no slack): a sequence that has reached its capacity shares a batch
+/// with a wider block of another; only real positions are stored, and each sequence's logits
+/// equal running it alone.
+#[test]
+fn a_full_sequence_and_a_wider_block_share_an_exact_cache() {
+    use voxspec_infer::{LanguageModel, LogitsRequest};
+    let _serial = serial();
+    let model = model();
+    let prompts = [
+        TtsPrompt::new(vec![1, 2, 3], vec![4]),
+        TtsPrompt::new(vec![5], vec![]),
+    ];
+    let heads = LogitsRequest {
+        heads: model.n_heads(),
+        last_only: false,
+    };
+    let lens: Vec<usize> = prompts.iter().map(|p| model.prompt_len(p)).collect();
+    // Sequence 0 gets 2 more positions, sequence 1 gets 1 + 4: capacity = the longest need.
+    let capacity = (lens[0] + 2).max(lens[1] + 5);
+    assert_eq!(capacity, lens[0] + 2, "sequence 0 fills the cache");
+    let mut batch = model.new_cache(2, capacity).expect("cache");
+    model.prefill(&mut batch, &prompts, heads).expect("prefill");
+    model
+        .extend(&mut batch, &[vec![1, 2], vec![3]], heads)
+        .expect("ragged extend");
+    assert_eq!(model.cache_len(&batch, 0), capacity);
+    // Sequence 0 is full and finished; sequence 1 extends by 4 (padding 0 by 4 would overflow).
+    let logits = model
+        .extend(&mut batch, &[vec![], vec![6, 0, 7, 1]], heads)
+        .expect("a full sequence next to a wider block");
+    assert_eq!(model.cache_len(&batch, 0), capacity);
+    assert_eq!(model.cache_len(&batch, 1), lens[1] + 5);
+
+    let mut alone = model.new_cache(1, capacity).expect("cache");
+    model
+        .prefill(&mut alone, &prompts[1..], heads)
+        .expect("prefill");
+    model.extend(&mut alone, &[vec![3]], heads).expect("extend");
+    let want = model
+        .extend(&mut alone, &[vec![6, 0, 7, 1]], heads)
+        .expect("extend");
+    let vocab = model.vocab_size();
+    for pos in 0..4 {
+        for head in 0..model.n_heads() {
+            let (a, b) = (logits.row(1, pos, head), want.row(0, pos, head));
+            let diff = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                diff < 1e-4,
+                "position {pos} head {head}: {diff} over {vocab}"
+            );
+        }
+    }
+    // Sequence 0 continues after a rollback as if the wide block had never been there.
+    model
+        .truncate(&mut batch, 0, capacity - 1)
+        .expect("truncate");
+    let again = model
+        .extend(&mut batch, &[vec![2], vec![]], heads)
+        .expect("extend");
+    let mut zero = model.new_cache(1, capacity).expect("cache");
+    model
+        .prefill(&mut zero, &prompts[..1], heads)
+        .expect("prefill");
+    let want = model
+        .extend(&mut zero, &[vec![1, 2]], heads)
+        .expect("extend");
+    let diff = again
+        .row(0, 0, 0)
+        .iter()
+        .zip(want.row(0, 1, 0))
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    assert!(diff < 1e-4, "{diff}");
+}
+
+/// Batched MTP decoding on the real model with ragged lengths that run to `max_tokens`
+/// (no end-of-speech before it): the caches the decoders size carry no slack.
+#[test]
+fn batched_mtp_runs_to_max_tokens_with_ragged_lengths() {
+    let _serial = serial();
+    let model = model();
+    let request = |text: Vec<u32>, codes: Vec<u32>, n: usize, seed| Request {
+        prompt: TtsPrompt::new(text, codes),
+        limits: Limits {
+            min_tokens: n,
+            max_tokens: n,
+        },
+        seed,
+    };
+    let requests = vec![
+        request(vec![1, 2, 3, 4, 5, 6], vec![1, 2, 3], 7, 1),
+        request(vec![3], vec![], 16, 2),
+        request(vec![2, 2], vec![5], 3, 3),
+    ];
+    let sampler = SamplerConfig::greedy();
+    for heads in [2, 4] {
+        let mut decoder = MtpDecoder::new(heads).expect("mtp");
+        let batched = tokens(&mut decoder, &model, &requests, &sampler);
+        for (request, got) in requests.iter().zip(&batched) {
+            assert_eq!(got.len(), request.limits.max_tokens, "heads {heads}");
+            let alone = tokens(
+                &mut decoder,
+                &model,
+                std::slice::from_ref(request),
+                &sampler,
+            );
+            assert_eq!(&alone[0], got, "heads {heads}");
+        }
+    }
+}

@@ -270,3 +270,24 @@ fn training_teaches_every_head() {
         assert!(ce < 0.8, "head {h} cross-entropy {ce} after training");
     }
 }
+
+#[test]
+fn code_embeddings_are_the_code_rows_and_a_zero_row_for_eos() {
+    let model = model();
+    let (table, rows, d) = model.code_embeddings().expect("table");
+    assert_eq!(rows, model.codebook_size() + 1);
+    assert_eq!(table.len(), rows * d);
+    let weight: Vec<f32> = model
+        .embedding
+        .weight
+        .val()
+        .into_data()
+        .try_into_vec()
+        .expect("weights");
+    let first_code = model.text_vocab() + 1;
+    for c in 0..model.codebook_size() {
+        let want = &weight[(first_code + c) * d..(first_code + c + 1) * d];
+        assert_eq!(&table[c * d..(c + 1) * d], want, "code {c}");
+    }
+    assert!(table[(rows - 1) * d..].iter().all(|&v| v == 0.0));
+}

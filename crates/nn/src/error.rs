@@ -17,6 +17,16 @@ pub enum NnError {
         /// The model width.
         d_model: usize,
     },
+    /// The row lengths of a ragged block are not one per sequence, each at most the width.
+    #[error("ragged block of {batch} rows, {width} wide: row lengths {lens:?}")]
+    RowLengths {
+        /// Sequences in the batch.
+        batch: usize,
+        /// Width of the block.
+        width: usize,
+        /// The lengths received.
+        lens: Vec<usize>,
+    },
     /// The padding mask is not `[batch, time]` of the input.
     #[error("padding mask has shape {mask:?}; expected [{batch}, {time}] like the input")]
     MaskShape {

@@ -44,10 +44,16 @@ impl LayerKv {
                 self.k.inplace(|c| c.slice_assign(at.clone(), k));
                 self.v.inplace(|c| c.slice_assign(at, v));
             }
-            Span::PerSequence { starts, .. } => {
+            Span::PerSequence { starts, limit, .. } => {
                 for (b, &start) in starts.iter().enumerate() {
+                    // Padding past the capacity of a ragged block is not stored.
+                    let len = len.min(limit.saturating_sub(start));
+                    if len == 0 {
+                        continue;
+                    }
                     let at = [b..b + 1, 0..heads, start..start + len, 0..head_dim];
-                    let (kb, vb) = (k.clone().narrow(0, b, 1), v.clone().narrow(0, b, 1));
+                    let kb = k.clone().narrow(0, b, 1).narrow(2, 0, len);
+                    let vb = v.clone().narrow(0, b, 1).narrow(2, 0, len);
                     self.k.inplace(|c| c.slice_assign(at.clone(), kb));
                     self.v.inplace(|c| c.slice_assign(at, vb));
                 }
@@ -234,7 +240,33 @@ impl KvCache {
             Span::PerSequence {
                 starts: self.lengths.clone(),
                 len,
+                limit: self.capacity,
             }
+        }
+    }
+
+    /// Checks that `lens[b]` new positions fit after sequence `b`.
+    pub(crate) fn check_room_ragged(&self, lens: &[usize]) -> Result<()> {
+        match self
+            .lengths
+            .iter()
+            .zip(lens)
+            .position(|(&length, &new)| length + new > self.capacity)
+        {
+            Some(sequence) => Err(NnError::CacheOverflow {
+                sequence,
+                length: self.lengths[sequence],
+                new: lens[sequence],
+                capacity: self.capacity,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records that sequence `b` gained `lens[b]` positions.
+    pub(crate) fn advance_ragged(&mut self, lens: &[usize]) {
+        for (length, &new) in self.lengths.iter_mut().zip(lens) {
+            *length += new;
         }
     }
 
@@ -279,7 +311,8 @@ mod tests {
             c.span(1),
             Span::PerSequence {
                 starts: vec![6, 2, 6],
-                len: 1
+                len: 1,
+                limit: 10
             }
         );
         assert_eq!(

@@ -31,21 +31,27 @@ pub(crate) enum Span {
         /// Positions in the block.
         len: usize,
     },
-    /// Sequence `b` covers `starts[b]..starts[b] + len`.
+    /// Sequence `b` covers `starts[b]..starts[b] + len`; positions from `limit` on (the cache
+    /// capacity) are padding of a ragged block: they take position `limit − 1` and are never
+    /// stored.
     PerSequence {
         /// First position of each sequence.
         starts: Vec<usize>,
         /// Positions in the block.
         len: usize,
+        /// First position that is not stored.
+        limit: usize,
     },
 }
 
 impl Span {
-    /// Positions of the block as a flat `[batch * len]` index tensor, sequence-major.
-    fn indices(starts: &[usize], len: usize, device: &Device) -> Tensor<1, Int> {
+    /// Positions of the block as a flat `[batch * len]` index tensor, sequence-major, each
+    /// at most `limit − 1`.
+    fn indices(starts: &[usize], len: usize, limit: usize, device: &Device) -> Tensor<1, Int> {
+        let last = limit.saturating_sub(1);
         let idx: Vec<i64> = starts
             .iter()
-            .flat_map(|&s| (s..s + len).map(|p| p as i64))
+            .flat_map(|&s| (s..s + len).map(|p| p.min(last) as i64))
             .collect();
         let n = idx.len();
         Tensor::from_data(TensorData::new(idx, [n]), device)
@@ -95,8 +101,8 @@ impl Rotary {
                 cos: self.cos.clone().narrow(0, *start, *len).unsqueeze(),
                 sin: self.sin.clone().narrow(0, *start, *len).unsqueeze(),
             },
-            Span::PerSequence { starts, len } => {
-                let idx = Span::indices(starts, *len, &self.cos.device());
+            Span::PerSequence { starts, len, limit } => {
+                let idx = Span::indices(starts, *len, *limit, &self.cos.device());
                 let shape = [starts.len(), 1, *len, head_dim];
                 RotaryAngles {
                     // [batch * len, head_dim] -> [batch, 1, len, head_dim]
@@ -188,8 +194,8 @@ impl Positions {
                 let pos = match span {
                     // [len, d_model] -> [1, len, d_model]
                     Span::Uniform { start, .. } => weight.narrow(0, *start, len).unsqueeze(),
-                    Span::PerSequence { starts, .. } => {
-                        let idx = Span::indices(starts, len, &weight.device());
+                    Span::PerSequence { starts, limit, .. } => {
+                        let idx = Span::indices(starts, len, *limit, &weight.device());
                         // [batch * len, d_model] -> [batch, len, d_model]
                         weight.select(0, idx).reshape([batch, len, d_model])
                     }
@@ -238,6 +244,7 @@ mod tests {
         let per = rotary.angles(&Span::PerSequence {
             starts: vec![2, 5],
             len: 3,
+            limit: 16,
         });
         for (b, start) in [(0usize, 2usize), (1, 5)] {
             let one = rotary.angles(&Span::Uniform { start, len: 3 });

@@ -411,6 +411,68 @@ impl Transformer {
     }
 
     /// Checks `x` is `[batch ≥ 1, time ≥ 1, d_model]` and returns its dims.
+    /// [`forward_cached`](Self::forward_cached) over a ragged block: sequence `b` appends only
+    /// the first `lens[b]` positions of its row (0: a finished sequence, left as it is); the
+    /// rest of the row is padding whose outputs are unspecified and whose keys and values are
+    /// not kept. Only the real positions need room in the cache, so a sequence at the end of
+    /// its capacity can sit in a batch with a wider block. The real positions equal running
+    /// each sequence alone.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, width, d_model]`, `batch` the cache's, `width ≥ max(lens)`
+    /// - `lens`: `[batch]`
+    /// - output: `[batch, width, d_model]`
+    ///
+    /// # Errors
+    /// As [`forward_cached`](Self::forward_cached), and [`NnError::RowLengths`] when `lens`
+    /// does not give one length (at most `width`) per sequence. On error the cache is unchanged.
+    pub fn forward_cached_ragged(
+        &self,
+        x: Tensor<3>,
+        lens: &[usize],
+        cache: &mut KvCache,
+    ) -> NnResult<Tensor<3>> {
+        if !self.causal {
+            return Err(NnError::NotCausal);
+        }
+        let [batch, width, _] = self.check_input(&x)?;
+        self.check_cache(cache, batch)?;
+        if lens.len() != batch || lens.iter().any(|&l| l > width) {
+            return Err(NnError::RowLengths {
+                batch,
+                width,
+                lens: lens.to_vec(),
+            });
+        }
+        cache.check_room_ragged(lens)?;
+        let uniform = lens.iter().all(|&l| l == width);
+        if uniform {
+            return self.forward_cached(x, cache);
+        }
+        let starts = cache.lengths().to_vec();
+        let attend_len = (cache.len() + width).min(cache.capacity());
+        // [batch, 1, width, attend_len]
+        let mask = block_mask(&starts, width, attend_len, &x.device());
+        let span = Span::PerSequence {
+            starts,
+            len: width,
+            limit: cache.capacity(),
+        };
+        let (mut x, rope) = self.positions.prepare(x, &span);
+        for (block, layer) in self.blocks.iter().zip(cache.layers_mut()) {
+            x = block.forward_cached(
+                x,
+                rope.as_ref(),
+                layer,
+                &span,
+                attend_len,
+                Some(mask.clone()),
+            );
+        }
+        cache.advance_ragged(lens);
+        Ok(self.norm.forward(x))
+    }
+
     fn check_input(&self, x: &Tensor<3>) -> NnResult<[usize; 3]> {
         let shape = x.dims();
         let [batch, time, d_model] = shape;

@@ -6,7 +6,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use tensorboard_rs::summary_writer::SummaryWriter;
+use tensorboard_proto::event::{Event, SessionLog, SessionLog_SessionStatus};
+use tensorboard_rs::summary::scalar;
+use tensorboard_rs::summary_writer::FileWriter;
 
 use crate::error::{Result, TrainError};
 
@@ -25,7 +27,7 @@ pub struct MetricsRecord {
 pub(crate) struct MetricsLog {
     path: PathBuf,
     file: File,
-    tensorboard: Option<SummaryWriter>,
+    tensorboard: Option<FileWriter>,
 }
 
 impl MetricsLog {
@@ -51,8 +53,22 @@ impl MetricsLog {
             .append(true)
             .open(&path)
             .map_err(|e| TrainError::io(&path, e))?;
-        // Resumed runs add a new event file; TensorBoard merges the files of a directory.
-        let tensorboard = tensorboard.then(|| SummaryWriter::new(run_dir));
+        // Resumed runs add a new event file; TensorBoard merges the files of a directory. Its
+        // first event, a SessionLog START at the first step to come, makes TensorBoard purge
+        // what earlier files hold from that step on (steps a killed run logged after its last
+        // checkpoint, which this run logs again).
+        let tensorboard = tensorboard.then(|| {
+            let mut writer = FileWriter::new(run_dir);
+            if resume_step > 0 {
+                let mut log = SessionLog::new();
+                log.set_status(SessionLog_SessionStatus::START);
+                let mut event = Event::new();
+                event.set_session_log(log);
+                writer.add_event(&event, resume_step + 1);
+                writer.flush();
+            }
+            writer
+        });
         Ok(Self {
             path,
             file,
@@ -69,9 +85,8 @@ impl MetricsLog {
         writeln!(self.file, "{line}").map_err(|e| TrainError::io(&self.path, e))?;
         if let Some(tb) = self.tensorboard.as_mut() {
             for (key, value) in &record.values {
-                tb.add_scalar(
-                    &format!("{}/{key}", record.split),
-                    *value as f32,
+                tb.add_summary(
+                    scalar(&format!("{}/{key}", record.split), *value as f32),
                     record.step,
                 );
             }

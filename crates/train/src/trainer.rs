@@ -638,6 +638,7 @@ impl<T: TrainTask> Trainer<T> {
                 path: model_path.clone(),
                 message: e.to_string(),
             })?;
+        crate::weights::canonicalize_header(&model_path)?;
         for (phase, optim) in phases.iter().zip(optims) {
             let path = paths.optimizer(&phase.name);
             optim.save(&path).map_err(|e| TrainError::Optimizer {

@@ -37,7 +37,48 @@ pub fn save_weights<M: Module>(module: &M, path: &Path) -> Result<()> {
     module
         .save_into(&mut store)
         .map_err(|e| weights_err(&tmp, e.to_string()))?;
+    canonicalize_header(&tmp)?;
     std::fs::rename(&tmp, path).map_err(|e| TrainError::io(path, e))
+}
+
+/// Rewrites the JSON header of the safetensors file at `path` with its keys in a fixed order
+/// (the writer fills `__metadata__` from a hash map, so identical weights gave different bytes
+/// from run to run). Tensor data and offsets are untouched: offsets count from the end of the
+/// header. The header stays padded with spaces to a multiple of 8 bytes.
+///
+/// # Errors
+/// [`TrainError::Weights`] when the file is not safetensors; I/O errors naming the file.
+pub fn canonicalize_header(path: &Path) -> Result<()> {
+    use std::collections::BTreeMap;
+    let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
+    let bad = |what: &str| weights_err(path, format!("not a safetensors file: {what}"));
+    let n = bytes
+        .get(..8)
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| bad("shorter than its 8-byte header length"))?;
+    let end = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_add(8))
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| bad("header length past the end of the file"))?;
+    let mut header: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..end]).map_err(|e| bad(&e.to_string()))?;
+    if let Some(meta) = header.remove("__metadata__") {
+        let sorted: BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(meta).map_err(|e| bad(&e.to_string()))?;
+        let sorted = serde_json::to_value(sorted).map_err(|e| bad(&e.to_string()))?;
+        header.insert("__metadata__".into(), sorted);
+    }
+    let mut text = serde_json::to_vec(&header).map_err(|e| bad(&e.to_string()))?;
+    while text.len() % 8 != 0 {
+        text.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - end);
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&bytes[end..]);
+    std::fs::write(path, out).map_err(|e| TrainError::io(path, e))
 }
 
 /// Loads `path` into `module` (built from the matching config) and checks that the file and

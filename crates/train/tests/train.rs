@@ -565,6 +565,87 @@ fn metrics_validation_and_tensorboard_are_written() {
     assert_eq!(saved["task"]["dropout"], 0.2);
 }
 
+/// The events of every TensorBoard file in `dir`, files in name (= creation time) order:
+/// `(step, Some(tag))` for a scalar, `(step, None)` for a SessionLog START.
+fn tensorboard_events(dir: &Path) -> Vec<(i64, Option<String>)> {
+    use protobuf::Message;
+    use tensorboard_proto::event::{Event, SessionLog_SessionStatus};
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("run dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("events.out.tfevents"))
+        })
+        .collect();
+    files.sort();
+    let mut events = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(&file).expect("event file");
+        let mut at = 0;
+        // Records: u64 length, u32 CRC of it, the data, u32 CRC of the data.
+        while at + 12 <= bytes.len() {
+            let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+            let data = &bytes[at + 12..at + 12 + len];
+            at += 12 + len + 4;
+            let event = Event::parse_from_bytes(data).expect("an event");
+            if event.has_session_log() {
+                assert_eq!(
+                    event.get_session_log().get_status(),
+                    SessionLog_SessionStatus::START
+                );
+                events.push((event.get_step(), None));
+            } else if event.has_summary() {
+                for value in event.get_summary().get_value() {
+                    events.push((event.get_step(), Some(value.get_tag().to_string())));
+                }
+            }
+        }
+    }
+    events
+}
+
+#[test]
+fn a_resumed_run_logs_every_step_once() {
+    let _rng = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(6);
+    cfg.tensorboard = true;
+    run(cfg.clone(), Regression::new(), dir.path());
+    // Killed after logging steps 5 and 6, before their checkpoint: only checkpoint 4 is left.
+    std::fs::remove_dir_all(dir.path().join("checkpoint-000006")).expect("remove");
+    // Event files are named by the second they were opened (and the process id).
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    cfg.max_steps = 8;
+    let resumed = run(cfg, Regression::new(), dir.path());
+    assert_eq!(resumed.step, 8);
+    let steps: Vec<usize> = read_metrics(&dir.path().join("metrics.jsonl"))
+        .expect("metrics")
+        .iter()
+        .map(|r| r.step)
+        .collect();
+    assert_eq!(steps, (1..=8).collect::<Vec<_>>(), "metrics.jsonl");
+    // What TensorBoard shows: a START at step s drops every earlier event at step ≥ s.
+    let mut shown: Vec<(i64, String)> = Vec::new();
+    for (step, tag) in tensorboard_events(dir.path()) {
+        match tag {
+            None => shown.retain(|(s, _)| *s < step),
+            Some(tag) => shown.push((step, tag)),
+        }
+    }
+    let loss: Vec<i64> = shown
+        .iter()
+        .filter(|(_, tag)| tag == "train/loss")
+        .map(|(s, _)| *s)
+        .collect();
+    assert_eq!(
+        loss,
+        (1..=8).collect::<Vec<_>>(),
+        "TensorBoard's train/loss"
+    );
+}
+
 /// Runs `config` data-parallel over `replicas` flex replicas (one device, several threads).
 fn run_replicas(
     config: TrainConfig,

@@ -194,17 +194,9 @@ impl CtcTeacher {
         voxspec_data::write_atomic(&config_path, json.as_bytes())?;
         self.tokenizer.save(&dir.join(TOKENIZER_FILE))?;
         let weights = dir.join(WEIGHTS_FILE);
-        let tmp = dir.join(format!(".{WEIGHTS_FILE}.tmp"));
-        let mut store = SafetensorsStore::from_file(&tmp).overwrite(true);
-        self.model
-            .save_into(&mut store)
-            .map_err(|e| CodecError::Safetensors {
-                path: tmp.clone(),
-                reason: e.to_string(),
-            })?;
-        std::fs::rename(&tmp, &weights).map_err(|source| CodecError::Io {
-            path: weights,
-            source,
+        voxspec_train::save_weights(&self.model, &weights).map_err(|e| CodecError::Safetensors {
+            path: weights.clone(),
+            reason: e.to_string(),
         })
     }
 

@@ -11,10 +11,10 @@
 //!
 //! Every quantizer speaks the same shapes: latents `[batch, dim, frames]` in, codes
 //! `[n_q, batch, frames]` out (`n_q` streams, the layout of the token stores), and its
-//! `forward` returns a [`QuantizerOutput`]. A product quantizer (groups of channels, one
-//! [`VectorQuantizer`] each) and SoCodec's ordered product quantizer (streams of sub-codebooks
-//! whose token is `i0 + K·i1`) are further implementations of [`Quantizer`] built from the
-//! same [`VectorQuantizer`] and [`EuclideanCodebook`]; the EMA update is the codebook's.
+//! `forward` returns a [`QuantizerOutput`]. Planned, not built yet: a product quantizer (groups
+//! of channels, one [`VectorQuantizer`] each) and SoCodec's ordered product quantizer (streams
+//! of sub-codebooks whose token is `i0 + K·i1`), as further implementations of [`Quantizer`]
+//! from the same [`VectorQuantizer`] and [`EuclideanCodebook`].
 
 mod codebook;
 mod rvq;

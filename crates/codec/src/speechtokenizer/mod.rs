@@ -16,6 +16,7 @@
 //! ([`SpeechTokenizer::load`]; key table in `loader.rs`).
 
 mod discriminators;
+mod files;
 mod layers;
 mod loader;
 mod seanet;
@@ -25,6 +26,7 @@ pub use discriminators::{
     DiscriminatorOutput, Discriminators, DiscriminatorsConfig, PeriodDiscriminator,
     ScaleDiscriminator,
 };
+pub use files::{CODEC_KIND, load_codec, save_codec};
 pub use layers::{
     INIT_GAIN, LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d,
     SConvTranspose1dConfig, SLstm, SLstmConfig, elu,

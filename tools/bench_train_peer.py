@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Peer for `voxspec bench train`: the same GPT-2-like causal LM trained with PyTorch.
+
+Optional evaluation tool (never part of training or inference). Run it right before or after
+`voxspec bench train` with the same flags and hand its report to voxspec, so that the ratio
+compares two measurements taken side by side on the same machine:
+
+    python3 tools/bench_train_peer.py --threads 2 --out peer.json
+    voxspec bench train --peer peer.json
+
+Model: pre-norm LayerNorm blocks, learned positions, GELU MLP of width 4·d, biases, no dropout,
+tied nothing; AdamW (lr 3e-4) (weight decay 0.01) with global-norm clipping at 1.0; random tokens, seq_len + 1 per row
+(seq_len inputs, seq_len targets). Throughput is
+tokens per second over the median timed step, after warm-up steps. Needs `torch` (PyPI).
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x, mask):
+        h = self.ln1(x)
+        x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+        return x + self.mlp(self.ln2(x))
+
+
+class Lm(nn.Module):
+    def __init__(self, vocab, d, heads, layers, seq_len):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(seq_len, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.out = nn.Linear(d, vocab)
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        x = self.tok(ids) + self.pos(torch.arange(t))
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.out(self.ln(x))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=1024)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=256)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", default="bench-train-peer.json")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = Lm(a.vocab, a.d_model, a.heads, a.layers, a.seq_len)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    times = []
+    for step in range(a.warmup + a.steps):
+        ids = torch.randint(0, a.vocab, (a.batch, a.seq_len + 1))
+        start = time.perf_counter()
+        logits = model(ids[:, :-1])
+        loss = loss_fn(logits.reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - start)
+    step_s = statistics.median(times)
+    report = {
+        "framework": f"pytorch {torch.__version__}",
+        "config": {
+            "layers": a.layers, "d_model": a.d_model, "heads": a.heads, "vocab": a.vocab,
+            "batch": a.batch, "seq_len": a.seq_len, "norm": "layer", "positions": "learned",
+            "mlp": "gelu", "optimizer": "adamw",
+        },
+        "threads": a.threads,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "median_step_seconds": step_s,
+        "tokens_per_second": a.batch * a.seq_len / step_s,
+    }
+    with open(a.out, "w") as f:
+        json.dump(report, f, indent=2)
+    print(f"pytorch: {report['tokens_per_second']:.0f} tokens/s → {a.out}")
+
+
+if __name__ == "__main__":
+    main()
