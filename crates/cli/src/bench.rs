@@ -34,7 +34,7 @@ pub enum BenchCommand {
     /// Every decoder on a split's sentences in one run: time per token, speedup over AR,
     /// tokens per forward, acceptance, CER of the synthesised audio by the CTC teacher and the
     /// target's NLL; JSON, a markdown table and PNG plots.
-    Decode(crate::bench_decode::DecodeBenchArgs),
+    Decode(Box<crate::bench_decode::DecodeBenchArgs>),
     /// Codec encode and decode speed: real-time factors on 10 s of speech (or speech-like
     /// synthetic audio).
     Codec(crate::bench_codec::CodecBenchArgs),
@@ -116,7 +116,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Train(a) => crate::bench_model::run_train(a),
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
-        BenchCommand::Decode(a) => crate::bench_decode::run(a),
+        BenchCommand::Decode(a) => crate::bench_decode::run(*a),
         BenchCommand::Codec(a) => crate::bench_codec::run(a),
     }
 }

@@ -263,7 +263,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             }
         }
         if let Some(dir) = &args.draft {
-            let draft = crate::synth::load_draft(dir, &pipeline.ar, &device)?;
+            let draft = crate::synth::load_draft(dir, &pipeline.ar, args.models.engine, &device)?;
             parts.draft = Some(draft);
             for &gamma in &args.gammas {
                 for rule in &rules {
@@ -287,7 +287,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     }
     let mut decoders = specs
         .iter()
-        .map(|s| parts.build(s, &pipeline.ar))
+        .map(|s| parts.build(s, &pipeline.lm))
         .collect::<anyhow::Result<Vec<_>>>()?;
 
     // The run: utterances outer, decoders inner.
@@ -349,7 +349,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     if speculative {
         max_k = max_k.max(args.gammas.iter().map(|g| g + 1).max().unwrap_or(1));
     }
-    let costs = forward_costs(&pipeline.ar, 96, max_k, 10)?;
+    let costs = forward_costs(&pipeline.lm, pipeline.ar.is_aligned(), 96, max_k, 10)?;
 
     let ar_tpt = tpt_ms(&tallies[0]);
     let rows: Vec<Row> = specs
@@ -391,6 +391,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         "split": args.split,
         "utterances": utterances.len(),
         "threads": rayon::current_num_threads(),
+        "engine": args.models.engine,
         "sampler": {
             "temperature": sampler.temperature,
             "top_k": sampler.top_k,

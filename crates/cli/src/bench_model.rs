@@ -8,11 +8,14 @@
 //!   machine, run just before), and the two configs must agree.
 //! - `forward` measures, on the MTP model with a KV cache, the time of one `extend` of `k` new
 //!   tokens relative to `k = 1`, for `k = 1..=max_k`: speculative and multi-token decoding only
-//!   pay if this stays far below `k`.
+//!   pay if this stays far below `k`. `--engine burn,native` times Burn and the native engine
+//!   in one run; each step is also given as a multiple of the bandwidth floor (the step's f32
+//!   weights read at the machine's measured read bandwidth).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::engine::{EngineKind, native};
 use anyhow::Context;
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
@@ -21,7 +24,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
 use voxspec_infer::{LanguageModel, LogitsRequest};
-use voxspec_mtp::{MtpConfig, TtsPrompt};
+use voxspec_mtp::{MtpConfig, TtsPrompt, load_mtp};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
 use voxspec_train::{
     BatchSource, Losses, OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer,
@@ -99,6 +102,12 @@ fn read_peer(path: &std::path::Path, config: &serde_json::Value) -> anyhow::Resu
 
 #[derive(Debug, Args)]
 pub struct ForwardBenchArgs {
+    /// AR model directory to measure; without it, a random model of the shape below.
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
+    /// Engines measured one after the other in this run (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "native")]
+    engine: Vec<EngineKind>,
     /// Largest block measured.
     #[arg(long, default_value_t = 8)]
     max_k: usize,
@@ -341,10 +350,13 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
 
 #[derive(Debug, Serialize)]
 struct ForwardPoint {
+    engine: EngineKind,
     k: usize,
     median_ms: f64,
     cost_relative_to_k1: f64,
     ms_per_token: f64,
+    /// The step's time over the bandwidth floor of its weights.
+    floor_multiple: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -352,59 +364,139 @@ struct ForwardReport {
     benchmark: &'static str,
     config: serde_json::Value,
     parameters: usize,
+    /// f32 weights one step reads (every linear layer and the heads), MB.
+    weight_mb: f64,
+    /// Read bandwidth measured with every thread, GB/s.
+    bandwidth_gbs: f64,
+    /// `weight_mb` read at `bandwidth_gbs`: the least a step can cost, ms.
+    floor_ms: f64,
     results: Vec<ForwardPoint>,
 }
 
 pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.max_k >= 1, "--max-k must be at least 1");
     anyhow::ensure!(args.repeat >= 1, "--repeat must be at least 1");
+    anyhow::ensure!(
+        !args.engine.is_empty(),
+        "--engine needs at least one engine"
+    );
     let device = crate::device::single()?;
     device.seed(0);
-    let core = TransformerConfig::new()
-        .with_d_model(args.d_model)
-        .with_n_heads(8)
-        .with_n_layers(args.layers)
-        .with_d_ff(4 * args.d_model)
-        .with_dropout(0.0)
-        .with_max_seq_len(args.context + args.max_k + 16);
-    let model = MtpConfig::new(16, args.codebook, core)
-        .with_n_heads(1)
-        .init(&device)?;
-    let medians = forward_costs(&model, args.context, args.max_k, args.repeat)?;
-    let mut results = Vec::with_capacity(args.max_k);
-    for (i, &m) in medians.iter().enumerate() {
-        results.push(ForwardPoint {
-            k: i + 1,
-            median_ms: m,
-            cost_relative_to_k1: m / medians[0],
-            ms_per_token: m / (i + 1) as f64,
-        });
+    let (config, model) = match &args.model {
+        Some(dir) => {
+            let (file, model) = load_mtp(dir, &device)
+                .with_context(|| format!("loading the AR model {}", dir.display()))?;
+            (file.model, model)
+        }
+        None => {
+            let core = TransformerConfig::new()
+                .with_d_model(args.d_model)
+                .with_n_heads(8)
+                .with_n_layers(args.layers)
+                .with_d_ff(4 * args.d_model)
+                .with_dropout(0.0)
+                .with_max_seq_len(args.context + args.max_k + 16);
+            let config = MtpConfig::new(16, args.codebook, core).with_n_heads(1);
+            let model = config.init(&device)?;
+            (config, model)
+        }
+    };
+    let aligned = model.is_aligned();
+    let engine = native(&model, &config)?;
+    let bandwidth_gbs = read_bandwidth();
+    let floor_ms = engine.weight_bytes() as f64 / (bandwidth_gbs * 1e6);
+    let mut results = Vec::with_capacity(args.max_k * args.engine.len());
+    for &kind in &args.engine {
+        let medians = match kind {
+            EngineKind::Burn => {
+                forward_costs(&model, aligned, args.context, args.max_k, args.repeat)?
+            }
+            EngineKind::Native => {
+                forward_costs(&engine, aligned, args.context, args.max_k, args.repeat)?
+            }
+        };
+        for (i, &m) in medians.iter().enumerate() {
+            results.push(ForwardPoint {
+                engine: kind,
+                k: i + 1,
+                median_ms: m,
+                cost_relative_to_k1: m / medians[0],
+                ms_per_token: m / (i + 1) as f64,
+                floor_multiple: m / floor_ms,
+            });
+        }
     }
+    let t = &config.transformer;
     let report = ForwardReport {
         benchmark: "forward",
         config: serde_json::json!({
-            "layers": args.layers, "d_model": args.d_model, "codebook": args.codebook,
-            "context": args.context, "repeat": args.repeat, "backend": "flex",
+            "model": args.model, "layers": t.n_layers, "d_model": t.d_model,
+            "d_ff": t.d_ff, "codebook": config.codebook_size, "aligned": aligned,
+            "context": args.context, "repeat": args.repeat, "device": format!("{device:?}"),
+            "threads": rayon::current_num_threads(),
         }),
         parameters: model.num_params(),
+        weight_mb: engine.weight_bytes() as f64 / 1e6,
+        bandwidth_gbs,
+        floor_ms,
         results,
     };
     write_report(&args.out, &report)?;
-    println!("| k | ms | cost(k)/cost(1) |\n|---|---|---|");
+    println!(
+        "{} parameters, {:.1} MB of f32 weights per step, {} cached positions; read bandwidth \
+         {:.1} GB/s ({} threads): floor {:.3} ms per step",
+        report.parameters,
+        report.weight_mb,
+        args.context,
+        bandwidth_gbs,
+        rayon::current_num_threads(),
+        floor_ms
+    );
+    println!(
+        "| engine | k | ms | cost(k)/cost(1) | ms/token | x floor |\n|---|---|---|---|---|---|"
+    );
     for p in &report.results {
         println!(
-            "| {} | {:.2} | {:.2} |",
-            p.k, p.median_ms, p.cost_relative_to_k1
+            "| {:?} | {} | {:.3} | {:.2} | {:.3} | {:.2} |",
+            p.engine, p.k, p.median_ms, p.cost_relative_to_k1, p.ms_per_token, p.floor_multiple
         );
     }
     Ok(())
 }
 
+/// Read bandwidth of this machine with every thread, GB/s: the best of 5 passes summing a
+/// 256 MB buffer (past any cache). Weights larger than the caches cannot be read faster.
+fn read_bandwidth() -> f64 {
+    use rayon::prelude::*;
+    let data = vec![1.0f32; 64 << 20];
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let t = Instant::now();
+        let sum: f32 = data
+            .par_chunks(1 << 16)
+            .map(|c| {
+                // Sixteen partial sums: vectorised, so the adds keep up with memory.
+                let mut acc = [0.0f32; 16];
+                for x in c.chunks_exact(16) {
+                    for (a, v) in acc.iter_mut().zip(x) {
+                        *a += v;
+                    }
+                }
+                acc.iter().sum::<f32>()
+            })
+            .sum();
+        std::hint::black_box(sum);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (data.len() * 4) as f64 / best / 1e9
+}
+
 /// Median wall time (ms) of one KV-cached forward over `k` new tokens after a `context`-token
 /// prompt, for `k = 1..=max_k`, with `repeat` timed runs per `k` (after two warm-up rounds).
 /// The `k` values are interleaved within each round so drift in machine load hits all alike.
-pub fn forward_costs(
-    model: &voxspec_mtp::MtpModel,
+pub fn forward_costs<M: LanguageModel<Prompt = TtsPrompt>>(
+    model: &M,
+    aligned: bool,
     context: usize,
     max_k: usize,
     repeat: usize,
@@ -413,13 +505,13 @@ pub fn forward_costs(
         max_k >= 1 && repeat >= 1,
         "max_k and repeat must be at least 1"
     );
-    let codebook = model.codebook_size() as u32;
+    // The codes: every output but EOS.
+    let codebook = model.vocab_size() as u32 - 1;
     let filler: Vec<u32> = (0..context.saturating_sub(9) as u32)
         .map(|i| i % codebook)
         .collect();
     // An aligned model continues no acoustic prompt: its context is 8 phones whose durations
     // cover every position, prefilled, then the codes as one block.
-    let aligned = model.is_aligned();
     let prompt = if aligned {
         let per = (context + max_k + 16).div_ceil(8) as u32;
         TtsPrompt {

@@ -10,6 +10,7 @@ mod bench_model;
 mod codec_cmd;
 mod codec_eval;
 mod device;
+mod engine;
 mod eval_cmd;
 mod export;
 mod groups;

@@ -24,13 +24,14 @@ use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig};
 use voxspec_data::TextTokenizer;
 use voxspec_infer::verify::AcceptanceRule;
 use voxspec_infer::{
-    ArDecoder, Decoder, Generation, Limits, MtpDecoder, Request, SamplerConfig,
+    ArDecoder, Decoder, Generation, LanguageModel, Limits, MtpDecoder, Request, SamplerConfig,
     SelfSpeculativeDecoder, SimilarityGroups, SpeculativeConfig, SpeculativeDecoder, StopReason,
     Transitions, ViterbiConfig, groups_of_mean_size,
 };
 use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
 
 use crate::codec_cmd::{load_codec, read_audio};
+use crate::engine::{ArEngine, EngineKind};
 
 /// Positions kept free in the AR model's context beyond the longest generation: the lookahead
 /// of a verification block (γ + 1) and the padding of ragged blocks.
@@ -55,6 +56,10 @@ pub struct ModelArgs {
     /// [default: <EXP>/transitions.safetensors].
     #[arg(long, value_name = "FILE")]
     pub transitions: Option<PathBuf>,
+    /// Implementation that runs the AR model and the draft: the native CPU engine, or Burn on
+    /// --device (use `burn` on a GPU).
+    #[arg(long, value_enum, default_value_t = EngineKind::Native)]
+    pub engine: EngineKind,
 }
 
 impl ModelArgs {
@@ -84,6 +89,8 @@ pub struct Pipeline {
     pub device: Device,
     pub tokenizer: TextTokenizer,
     pub ar: MtpModel,
+    /// The AR model on the engine chosen by `--engine`: what the decoders drive.
+    pub lm: ArEngine,
     pub nar: NarModel,
     pub codec: SpeechTokenizer,
     pub codec_config: SpeechTokenizerConfig,
@@ -111,8 +118,9 @@ impl Pipeline {
     /// that they agree on the codebook.
     pub fn load(models: &ModelArgs, device: &Device) -> anyhow::Result<Self> {
         let ar_dir = models.ar_dir();
-        let (_, ar) = load_mtp(&ar_dir, device)
+        let (ar_file, ar) = load_mtp(&ar_dir, device)
             .with_context(|| format!("loading the AR model {}", ar_dir.display()))?;
+        let lm = ArEngine::new(models.engine, &ar, &ar_file.model)?;
         let tok_path = ar_dir.join("tokenizer.json");
         let tokenizer = TextTokenizer::load(&tok_path)
             .with_context(|| format!("loading the AR model's tokenizer {}", tok_path.display()))?;
@@ -147,6 +155,7 @@ impl Pipeline {
             device: device.clone(),
             tokenizer,
             ar,
+            lm,
             nar,
             codec,
             codec_config,
@@ -296,7 +305,7 @@ impl Pipeline {
     /// Runs one request through `decoder`, then the NAR and the codec decoder.
     pub fn synthesize(
         &self,
-        decoder: &mut dyn Decoder<MtpModel>,
+        decoder: &mut dyn Decoder<ArEngine>,
         request: &Request<TtsPrompt>,
         text: &[u32],
         prompt: Option<&VoicePrompt>,
@@ -304,7 +313,7 @@ impl Pipeline {
     ) -> anyhow::Result<Synthesis> {
         let start = Instant::now();
         let generation = decoder
-            .generate(&self.ar, std::slice::from_ref(request), sampler)?
+            .generate(&self.lm, std::slice::from_ref(request), sampler)?
             .into_iter()
             .next()
             .context("the decoder returned no sequence")?;
@@ -488,14 +497,21 @@ impl DecoderSpec {
 #[derive(Default)]
 pub struct DecoderParts {
     pub transitions: Option<Arc<Transitions>>,
-    pub draft: Option<MtpModel>,
+    /// The draft on the same engine as the target.
+    pub draft: Option<ArEngine>,
     /// Similarity groups of each PCG threshold θ.
     pub groups: Vec<(f32, Arc<SimilarityGroups>)>,
 }
 
-/// Loads the draft model at `dir` and checks that it predicts `target`'s tokens.
-pub fn load_draft(dir: &Path, target: &MtpModel, device: &Device) -> anyhow::Result<MtpModel> {
-    let (_, draft) =
+/// Loads the draft model at `dir` onto the engine `engine` and checks that it predicts
+/// `target`'s tokens.
+pub fn load_draft(
+    dir: &Path,
+    target: &MtpModel,
+    engine: EngineKind,
+    device: &Device,
+) -> anyhow::Result<ArEngine> {
+    let (file, draft) =
         load_mtp(dir, device).with_context(|| format!("loading the draft {}", dir.display()))?;
     if draft.codebook_size() != target.codebook_size() {
         bail!(
@@ -506,7 +522,7 @@ pub fn load_draft(dir: &Path, target: &MtpModel, device: &Device) -> anyhow::Res
             target.codebook_size() + 1
         );
     }
-    Ok(draft)
+    ArEngine::new(engine, &draft, &file.model)
 }
 
 impl DecoderParts {
@@ -530,8 +546,8 @@ impl DecoderParts {
     pub fn build(
         &self,
         spec: &DecoderSpec,
-        target: &MtpModel,
-    ) -> anyhow::Result<Box<dyn Decoder<MtpModel>>> {
+        target: &ArEngine,
+    ) -> anyhow::Result<Box<dyn Decoder<ArEngine>>> {
         let heads_needed = match spec {
             DecoderSpec::Mtp { heads } | DecoderSpec::MtpViterbi { heads, .. } => *heads,
             DecoderSpec::SelfSpec { gamma, .. } => gamma + 1,
@@ -553,13 +569,13 @@ impl DecoderParts {
                     "Viterbi decoding needs the transition matrix (`voxspec stats transitions`, \
                      --transitions)",
                 )?;
-                if transitions.vocab_size() != target.codebook_size() + 1
-                    && transitions.vocab_size() != target.codebook_size()
+                // The outputs are the codes and EOS.
+                let codebook = target.vocab_size() - 1;
+                if transitions.vocab_size() != codebook + 1 && transitions.vocab_size() != codebook
                 {
                     bail!(
-                        "the transition matrix covers {} tokens, the AR model has {} codes",
+                        "the transition matrix covers {} tokens, the AR model has {codebook} codes",
                         transitions.vocab_size(),
-                        target.codebook_size()
                     );
                 }
                 Box::new(MtpDecoder::with_viterbi(
@@ -700,7 +716,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
                     spec_name(&rule)
                 )
             })?;
-            parts.draft = Some(load_draft(dir, &pipeline.ar, &device)?);
+            parts.draft = Some(load_draft(dir, &pipeline.ar, args.models.engine, &device)?);
             let rule = match rule {
                 RuleSpec::Pcg { .. } => {
                     let (table, vocab, dim) = pipeline.ar.code_embeddings()?;
@@ -721,7 +737,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         }
         other => other,
     };
-    let mut decoder = parts.build(&spec, &pipeline.ar)?;
+    let mut decoder = parts.build(&spec, &pipeline.lm)?;
     let prompt = match &args.prompt {
         Some(p) => Some(pipeline.encode_prompt(p, args.prompt_text.as_deref())?),
         None => None,

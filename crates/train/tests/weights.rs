@@ -40,7 +40,7 @@ fn equal_weights_give_equal_files() {
         m.second
             .forward(m.first.forward(x.clone()))
             .into_data()
-            .to_vec::<f32>()
+            .try_to_vec::<f32>()
             .unwrap()
     };
     assert_eq!(out(&a), out(&b));

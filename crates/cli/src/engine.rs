@@ -1,0 +1,144 @@
+//! `--engine burn|native`: which implementation runs the AR model in the benches — Burn's
+//! flex backend or the native CPU engine (`voxspec-engine`), built from the same loaded model;
+//! [`ArEngine`] lets every decoder drive either.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::ValueEnum;
+use serde::Serialize;
+use voxspec_engine::{NativeCache, NativeMtp};
+use voxspec_infer::{InferError, LanguageModel, Logits, LogitsRequest};
+use voxspec_mtp::{MtpCache, MtpConfig, MtpModel, TtsPrompt};
+
+/// The implementation that runs the AR model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Burn (flex on the CPU, or the selected device).
+    Burn,
+    /// voxspec-engine: native f32 kernels on the CPU.
+    Native,
+}
+
+/// The native engine for `model` (built from `config`).
+pub fn native(model: &MtpModel, config: &MtpConfig) -> anyhow::Result<NativeMtp> {
+    NativeMtp::from_burn(model, config).context("building the native engine from the AR model")
+}
+
+/// The AR model behind `--engine`: decoders drive either implementation through one type.
+/// Clones share the weights (Burn's parameters, the engine behind an `Arc`).
+// One or two per run: the size difference between the variants costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone)]
+pub enum ArEngine {
+    /// The Burn model itself.
+    Burn(MtpModel),
+    /// The native engine built from it.
+    Native(Arc<NativeMtp>),
+}
+
+/// The decoding state of an [`ArEngine`].
+// One per decoding call.
+#[allow(clippy::large_enum_variant)]
+pub enum ArCache {
+    /// Burn's KV cache.
+    Burn(MtpCache),
+    /// The native engine's.
+    Native(NativeCache),
+}
+
+impl ArEngine {
+    /// `model` (built from `config`) on the engine `kind`.
+    pub fn new(kind: EngineKind, model: &MtpModel, config: &MtpConfig) -> anyhow::Result<Self> {
+        Ok(match kind {
+            EngineKind::Burn => ArEngine::Burn(model.clone()),
+            EngineKind::Native => ArEngine::Native(Arc::new(native(model, config)?)),
+        })
+    }
+}
+
+fn other_engine() -> InferError {
+    InferError::Model("a cache of the other engine was passed".into())
+}
+
+/// Forwards to the variant's own `LanguageModel` implementation.
+macro_rules! both {
+    ($self:expr, $m:ident => $e:expr) => {
+        match $self {
+            ArEngine::Burn($m) => $e,
+            ArEngine::Native($m) => $e,
+        }
+    };
+}
+
+impl LanguageModel for ArEngine {
+    type Prompt = TtsPrompt;
+    type Cache = ArCache;
+
+    fn vocab_size(&self) -> usize {
+        both!(self, m => m.vocab_size())
+    }
+
+    fn n_heads(&self) -> usize {
+        // MtpModel's inherent `n_heads` is its trait method's value.
+        both!(self, m => m.n_heads())
+    }
+
+    fn eos_token(&self) -> Option<u32> {
+        both!(self, m => m.eos_token())
+    }
+
+    fn prompt_len(&self, prompt: &TtsPrompt) -> usize {
+        both!(self, m => m.prompt_len(prompt))
+    }
+
+    fn new_cache(&self, batch: usize, capacity: usize) -> Result<ArCache, InferError> {
+        Ok(match self {
+            ArEngine::Burn(m) => ArCache::Burn(m.new_cache(batch, capacity)?),
+            ArEngine::Native(m) => ArCache::Native(m.new_cache(batch, capacity)?),
+        })
+    }
+
+    fn prefill(
+        &self,
+        cache: &mut ArCache,
+        prompts: &[TtsPrompt],
+        request: LogitsRequest,
+    ) -> Result<Logits, InferError> {
+        match (self, cache) {
+            (ArEngine::Burn(m), ArCache::Burn(c)) => m.prefill(c, prompts, request),
+            (ArEngine::Native(m), ArCache::Native(c)) => m.prefill(c, prompts, request),
+            _ => Err(other_engine()),
+        }
+    }
+
+    fn extend(
+        &self,
+        cache: &mut ArCache,
+        blocks: &[Vec<u32>],
+        request: LogitsRequest,
+    ) -> Result<Logits, InferError> {
+        match (self, cache) {
+            (ArEngine::Burn(m), ArCache::Burn(c)) => m.extend(c, blocks, request),
+            (ArEngine::Native(m), ArCache::Native(c)) => m.extend(c, blocks, request),
+            _ => Err(other_engine()),
+        }
+    }
+
+    fn cache_len(&self, cache: &ArCache, b: usize) -> usize {
+        match (self, cache) {
+            (ArEngine::Burn(m), ArCache::Burn(c)) => m.cache_len(c, b),
+            (ArEngine::Native(m), ArCache::Native(c)) => m.cache_len(c, b),
+            _ => 0,
+        }
+    }
+
+    fn truncate(&self, cache: &mut ArCache, b: usize, len: usize) -> Result<(), InferError> {
+        match (self, cache) {
+            (ArEngine::Burn(m), ArCache::Burn(c)) => m.truncate(c, b, len),
+            (ArEngine::Native(m), ArCache::Native(c)) => m.truncate(c, b, len),
+            _ => Err(other_engine()),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Small-M products `[M, K] × [K, N]` on this machine: the engine's packed kernels (each
+//! family) against the `gemm` crate 0.19 (what Burn's flex backend calls), single- and
+//! multi-threaded. Weights are cycled through a set larger than the L3 cache (like the layers of
+//! a model), so M = 1 shows the memory-bandwidth floor.
+//!
+//! `cargo run --release -p voxspec-engine --example small_m`
+
+use std::time::Instant;
+
+use voxspec_engine::{Kernel, PackedLinear};
+
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median seconds of one pass of `f` over all matrices.
+fn time(reps: usize, mut f: impl FnMut()) -> f64 {
+    f();
+    median(
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    let threads = rayon::current_num_threads();
+    println!("threads {threads}, kernels {:?}", Kernel::available());
+    // (K, N, matrices): d 1024 (a base-preset layer's square products, 112 MB in all, past L3)
+    // and d 256 (the small preset, 4 MB in all, inside L3).
+    for (k, n, count) in [
+        (1024usize, 1024usize, 28usize),
+        (1024, 4096, 7),
+        (256, 1024, 4),
+    ] {
+        let dense: Vec<Vec<f32>> = (0..count).map(|i| values(k * n, i as u64 + 1)).collect();
+        let packed: Vec<PackedLinear> = dense
+            .iter()
+            .map(|w| PackedLinear::new(w, k, n, None).expect("shape"))
+            .collect();
+        let mb = (count * k * n * 4) as f64 / 1e6;
+        println!(
+            "\n## K {k} × N {n}, {count} matrices ({mb:.0} MB); µs per product (GB/s of weights)"
+        );
+        println!(
+            "| M | engine best | engine avx2 | engine portable | gemm (rayon {threads}) | gemm (1 thread) |"
+        );
+        println!("|---|---|---|---|---|---|");
+        for m in [1usize, 2, 4, 8, 16] {
+            let x = values(m * k, 99);
+            let mut y = vec![0.0f32; m * n];
+            let reps = 15;
+            let per = |s: f64| {
+                let us = s * 1e6 / count as f64;
+                format!("{us:.0} ({:.1})", (k * n * 4) as f64 / (us * 1e3))
+            };
+            let mut engine = |kernel: Kernel| {
+                per(time(reps, || {
+                    for p in &packed {
+                        p.forward_with(kernel, &x, m, &mut y);
+                    }
+                }))
+            };
+            let best = engine(Kernel::detect());
+            let avx2 = engine(Kernel::Avx2);
+            let portable = engine(Kernel::Portable);
+            let mut gemm = |par: gemm::Parallelism| {
+                per(time(reps, || {
+                    for w in &dense {
+                        // SAFETY: dst [m, n], lhs [m, k], rhs [k, n], all row-major and sized.
+                        unsafe {
+                            gemm::gemm(
+                                m,
+                                n,
+                                k,
+                                y.as_mut_ptr(),
+                                1,
+                                n as isize,
+                                false,
+                                x.as_ptr(),
+                                1,
+                                k as isize,
+                                w.as_ptr(),
+                                1,
+                                n as isize,
+                                0.0,
+                                1.0,
+                                false,
+                                false,
+                                false,
+                                par,
+                            );
+                        }
+                    }
+                }))
+            };
+            let g_par = gemm(gemm::Parallelism::Rayon(threads));
+            let g_one = gemm(gemm::Parallelism::None);
+            println!("| {m} | {best} | {avx2} | {portable} | {g_par} | {g_one} |");
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! Small-M matrix products `y = x · W + b` for `x: [M, K]`, `W: [K, N]`, the shape of every
+//! decoding step (M = the new tokens of a step, 1 to ~16), that read each weight once for all M
+//! rows and split the work over the threads by output columns.
+//!
+//! The weight is packed once, at load, into column panels of [`NR`] = 32 columns, each panel
+//! `[K][NR]` contiguous, so a thread streams one contiguous stretch of memory (its panels) from
+//! start to end:
+//!
+//! ```text
+//! W [K, N] row-major            packed: panel p = columns p·32 .. p·32+32, K rows of 32 floats
+//! ┌────┬────┬────┬──┐           [ panel 0 (K × 32) | panel 1 (K × 32) | … | last, zero-padded ]
+//! │ p0 │ p1 │ p2 │p3│             thread 0: panels 0 .. P/2      thread 1: panels P/2 .. P
+//! └────┴────┴────┴──┘
+//! ```
+//!
+//! Within a panel a micro-kernel keeps `rows × 32` accumulators in registers and walks K once,
+//! broadcasting `x[r, k]` against the panel's row `k`; more rows than the kernel holds run in
+//! chunks over the same panel, which then comes from L1/L2, not memory. So an M-row product
+//! costs one pass over the weights plus M times the (cheap, in-register) arithmetic, and prefill
+//! (large M) is a cache-blocked GEMM by the same code.
+//!
+//! Kernels are chosen at run time ([`Kernel::detect`]): AVX-512F (8 rows × 2 zmm), AVX2 + FMA
+//! (3 rows × 4 ymm), and a portable one the compiler vectorises; each is tested against the
+//! portable one.
+
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+use crate::error::{EngineError, Result};
+
+/// Columns per packed panel.
+pub const NR: usize = 32;
+/// Most rows any micro-kernel holds at once.
+const MAX_MR: usize = 8;
+/// A product runs on several threads when its weight is at least this many values (4 MB: it
+/// streams from memory, where two threads read faster than one) or its work `M · K · N` is at
+/// least [`PARALLEL_MIN_WORK`]; below both, waking a second thread costs more than it saves.
+/// Measured (examples/small_m.rs, 2 threads, the machine shared with another job): a
+/// 256 × 1024 product at M = 1 took 13 µs on one thread, 26 µs split over two.
+const PARALLEL_MIN_WEIGHTS: usize = 1 << 20;
+/// See [`PARALLEL_MIN_WEIGHTS`].
+const PARALLEL_MIN_WORK: usize = 16 << 20;
+
+/// A micro-kernel family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// AVX-512F: up to 8 rows × 32 columns in 16 zmm accumulators.
+    Avx512,
+    /// AVX2 + FMA: up to 3 rows × 32 columns in 12 ymm accumulators.
+    Avx2,
+    /// Plain Rust over `[f32; 32]` rows (whatever the compile target vectorises).
+    Portable,
+}
+
+impl Kernel {
+    /// The best kernel this CPU runs (detected once).
+    pub fn detect() -> Kernel {
+        static KERNEL: OnceLock<Kernel> = OnceLock::new();
+        *KERNEL.get_or_init(|| {
+            let best = Kernel::available()[0];
+            tracing::debug!(?best, "native engine matmul kernel");
+            best
+        })
+    }
+
+    /// Every kernel this CPU runs, best first (the portable one always last).
+    pub fn available() -> Vec<Kernel> {
+        [Kernel::Avx512, Kernel::Avx2, Kernel::Portable]
+            .into_iter()
+            .filter(|k| k.supported())
+            .collect()
+    }
+
+    /// Whether this CPU runs the kernel.
+    pub fn supported(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => is_x86_feature_detected!("avx512f"),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx512 | Kernel::Avx2 => false,
+            Kernel::Portable => true,
+        }
+    }
+
+    /// Rows the micro-kernel holds in registers.
+    fn max_rows(self) -> usize {
+        match self {
+            Kernel::Avx512 => 8,
+            Kernel::Avx2 => 3,
+            Kernel::Portable => 4,
+        }
+    }
+
+    /// `out[r] = Σ_k x[r·k_len + k] · w[k·NR ..][..NR]` for `rows ≤ max_rows()` rows.
+    fn run(self, rows: usize, x: &[f32], k_len: usize, w: &[f32], out: &mut [[f32; NR]]) {
+        debug_assert!(rows <= self.max_rows() && rows <= out.len());
+        debug_assert!(x.len() >= rows * k_len && w.len() >= k_len * NR);
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => {
+                // SAFETY: `Avx512` is only chosen when the CPU has AVX-512F (`available`), and
+                // the slices hold `rows · k_len` and `k_len · NR` values (asserted above).
+                unsafe {
+                    match rows {
+                        // One row streams the weight once with two FMAs per 128 bytes: the AVX2
+                        // kernel measured 5–15 % faster from memory (examples/small_m.rs), the
+                        // same from L3. AVX-512F CPUs have AVX2 and FMA.
+                        1 if Kernel::Avx2.supported() => x86::panel_avx2::<1>(x, k_len, w, out),
+                        1 => x86::panel_avx512::<1, 4>(x, k_len, w, out),
+                        2 => x86::panel_avx512::<2, 2>(x, k_len, w, out),
+                        3 => x86::panel_avx512::<3, 1>(x, k_len, w, out),
+                        4 => x86::panel_avx512::<4, 1>(x, k_len, w, out),
+                        5 => x86::panel_avx512::<5, 1>(x, k_len, w, out),
+                        6 => x86::panel_avx512::<6, 1>(x, k_len, w, out),
+                        7 => x86::panel_avx512::<7, 1>(x, k_len, w, out),
+                        _ => x86::panel_avx512::<8, 1>(x, k_len, w, out),
+                    }
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => {
+                // SAFETY: `Avx2` is only chosen when the CPU has AVX2 and FMA; sizes as above.
+                unsafe {
+                    match rows {
+                        1 => x86::panel_avx2::<1>(x, k_len, w, out),
+                        2 => x86::panel_avx2::<2>(x, k_len, w, out),
+                        _ => x86::panel_avx2::<3>(x, k_len, w, out),
+                    }
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            Kernel::Avx512 | Kernel::Avx2 => panel_portable_rows(rows, x, k_len, w, out),
+            Kernel::Portable => panel_portable_rows(rows, x, k_len, w, out),
+        }
+    }
+}
+
+fn panel_portable_rows(rows: usize, x: &[f32], k_len: usize, w: &[f32], out: &mut [[f32; NR]]) {
+    match rows {
+        1 => panel_portable::<1>(x, k_len, w, out),
+        2 => panel_portable::<2>(x, k_len, w, out),
+        3 => panel_portable::<3>(x, k_len, w, out),
+        _ => panel_portable::<4>(x, k_len, w, out),
+    }
+}
+
+/// The portable micro-kernel: `MR` rows of `[f32; NR]` accumulators.
+fn panel_portable<const MR: usize>(x: &[f32], k_len: usize, w: &[f32], out: &mut [[f32; NR]]) {
+    let mut acc = [[0.0f32; NR]; MR];
+    for (k, wr) in w.chunks_exact(NR).take(k_len).enumerate() {
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let xv = x[r * k_len + k];
+            for (a, &wv) in acc_r.iter_mut().zip(wr) {
+                *a += xv * wv;
+            }
+        }
+    }
+    out[..MR].copy_from_slice(&acc);
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::NR;
+
+    /// Panel rows (128 bytes each) the AVX-512 kernel prefetches ahead of its loads.
+    const PREFETCH: usize = 32;
+
+    /// AVX-512 micro-kernel: `MR` rows × 32 columns in `2·MR·U` zmm accumulators, K unrolled
+    /// `U` times with independent accumulators (for few rows the FMA latency, not the loads,
+    /// would bound a single chain).
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `x` must hold `MR · k_len` values, `w` `k_len · NR`,
+    /// `out` at least `MR` rows.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn panel_avx512<const MR: usize, const U: usize>(
+        x: &[f32],
+        k_len: usize,
+        w: &[f32],
+        out: &mut [[f32; NR]],
+    ) {
+        let xp = x.as_ptr();
+        let wp = w.as_ptr();
+        let mut a = [[[_mm512_setzero_ps(); 2]; MR]; U];
+        let main = k_len - k_len % U;
+        let mut k = 0;
+        while k < main {
+            for (u, au) in a.iter_mut().enumerate() {
+                // SAFETY: k + u < k_len, so (k + u)·NR + 32 ≤ w.len() and
+                // r·k_len + k + u < x.len().
+                unsafe {
+                    // Two cache lines per row of the panel, PREFETCH rows ahead (past the end of
+                    // the panel it touches the next panel, which this thread reads next).
+                    let ahead = wp.wrapping_add((k + u + PREFETCH) * NR);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(16) as *const i8);
+                    let w0 = _mm512_loadu_ps(wp.add((k + u) * NR));
+                    let w1 = _mm512_loadu_ps(wp.add((k + u) * NR + 16));
+                    for (r, ar) in au.iter_mut().enumerate() {
+                        let xv = _mm512_set1_ps(*xp.add(r * k_len + k + u));
+                        ar[0] = _mm512_fmadd_ps(xv, w0, ar[0]);
+                        ar[1] = _mm512_fmadd_ps(xv, w1, ar[1]);
+                    }
+                }
+            }
+            k += U;
+        }
+        for k in main..k_len {
+            // SAFETY: as above.
+            unsafe {
+                let w0 = _mm512_loadu_ps(wp.add(k * NR));
+                let w1 = _mm512_loadu_ps(wp.add(k * NR + 16));
+                for (r, ar) in a[0].iter_mut().enumerate() {
+                    let xv = _mm512_set1_ps(*xp.add(r * k_len + k));
+                    ar[0] = _mm512_fmadd_ps(xv, w0, ar[0]);
+                    ar[1] = _mm512_fmadd_ps(xv, w1, ar[1]);
+                }
+            }
+        }
+        for r in 0..MR {
+            let (mut s0, mut s1) = (a[0][r][0], a[0][r][1]);
+            for au in a.iter().skip(1) {
+                s0 = _mm512_add_ps(s0, au[r][0]);
+                s1 = _mm512_add_ps(s1, au[r][1]);
+            }
+            // SAFETY: out[r] has NR = 32 floats.
+            unsafe {
+                _mm512_storeu_ps(out[r].as_mut_ptr(), s0);
+                _mm512_storeu_ps(out[r].as_mut_ptr().add(16), s1);
+            }
+        }
+    }
+
+    /// AVX2 + FMA micro-kernel: `MR` rows × 32 columns in `4·MR` ymm accumulators.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; sizes as for [`panel_avx512`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn panel_avx2<const MR: usize>(
+        x: &[f32],
+        k_len: usize,
+        w: &[f32],
+        out: &mut [[f32; NR]],
+    ) {
+        let xp = x.as_ptr();
+        let wp = w.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); 4]; MR];
+        for k in 0..k_len {
+            // SAFETY: as in `panel_avx512`.
+            unsafe {
+                let mut xv = [_mm256_setzero_ps(); MR];
+                for (r, x) in xv.iter_mut().enumerate() {
+                    *x = _mm256_set1_ps(*xp.add(r * k_len + k));
+                }
+                for j in 0..4 {
+                    let wv = _mm256_loadu_ps(wp.add(k * NR + 8 * j));
+                    for (acc_r, &x) in acc.iter_mut().zip(&xv) {
+                        acc_r[j] = _mm256_fmadd_ps(x, wv, acc_r[j]);
+                    }
+                }
+            }
+        }
+        for (acc_r, out_r) in acc.iter().zip(out.iter_mut()) {
+            for (j, &a) in acc_r.iter().enumerate() {
+                // SAFETY: out_r has NR = 32 floats, j < 4.
+                unsafe { _mm256_storeu_ps(out_r.as_mut_ptr().add(8 * j), a) };
+            }
+        }
+    }
+}
+
+/// A raw output pointer shared by the threads of one product; each writes its own columns.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: the threads of `PackedLinear::forward_with` write disjoint columns of the output.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+/// A linear layer `[K] → [N]` with its weight packed in column panels (see the module doc).
+#[derive(Debug, Clone)]
+pub struct PackedLinear {
+    k: usize,
+    n: usize,
+    panels: usize,
+    /// `[panels][K][NR]`, the last panel zero-padded.
+    w: Vec<f32>,
+    /// `[N]`.
+    bias: Option<Vec<f32>>,
+}
+
+impl PackedLinear {
+    /// Packs `weight`, row-major `[k, n]` (Burn's `[in, out]` layout), and an optional `[n]`
+    /// bias.
+    ///
+    /// # Errors
+    /// [`EngineError::Model`] when the buffers do not have `k · n` and `n` values.
+    pub fn new(weight: &[f32], k: usize, n: usize, bias: Option<Vec<f32>>) -> Result<Self> {
+        if k == 0 || n == 0 || weight.len() != k * n {
+            return Err(EngineError::Model {
+                detail: format!(
+                    "a linear weight of {} values is not [{k}, {n}] (both at least 1)",
+                    weight.len()
+                ),
+            });
+        }
+        if let Some(b) = &bias
+            && b.len() != n
+        {
+            return Err(EngineError::Model {
+                detail: format!("a bias of {} values for {n} outputs", b.len()),
+            });
+        }
+        let panels = n.div_ceil(NR);
+        let mut w = vec![0.0f32; panels * k * NR];
+        for p in 0..panels {
+            let cols = NR.min(n - p * NR);
+            for kk in 0..k {
+                let src = &weight[kk * n + p * NR..kk * n + p * NR + cols];
+                w[(p * k + kk) * NR..(p * k + kk) * NR + cols].copy_from_slice(src);
+            }
+        }
+        Ok(Self {
+            k,
+            n,
+            panels,
+            w,
+            bias,
+        })
+    }
+
+    /// Input width K.
+    pub fn in_features(&self) -> usize {
+        self.k
+    }
+
+    /// Output width N.
+    pub fn out_features(&self) -> usize {
+        self.n
+    }
+
+    /// Bytes of weights read per product.
+    pub fn weight_bytes(&self) -> usize {
+        4 * (self.k * self.n + self.bias.as_ref().map_or(0, Vec::len))
+    }
+
+    /// `y = x · W + b` with the best kernel of this CPU.
+    ///
+    /// # Shapes
+    /// - `x`: `[m, K]` row-major (at least `m · K` values)
+    /// - `y`: `[m, N]` row-major (at least `m · N` values), overwritten
+    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        self.forward_with(Kernel::detect(), x, m, y);
+    }
+
+    /// [`forward`](Self::forward) with a given kernel (tests and benchmarks). A kernel this
+    /// CPU lacks is replaced by the portable one.
+    ///
+    /// # Panics
+    /// When `x` or `y` is shorter than the shapes say (an engine bug, never user input).
+    pub fn forward_with(&self, kernel: Kernel, x: &[f32], m: usize, y: &mut [f32]) {
+        assert!(
+            x.len() >= m * self.k && y.len() >= m * self.n,
+            "matmul buffers: x {} < {m}·{} or y {} < {m}·{}",
+            x.len(),
+            self.k,
+            y.len(),
+            self.n
+        );
+        if m == 0 {
+            return;
+        }
+        let kernel = if kernel.supported() {
+            kernel
+        } else {
+            Kernel::Portable
+        };
+        let threads = rayon::current_num_threads();
+        let weights = self.k * self.n;
+        let tasks = if threads <= 1
+            || (weights < PARALLEL_MIN_WEIGHTS && m * weights < PARALLEL_MIN_WORK)
+        {
+            1
+        } else {
+            threads.min(self.panels)
+        };
+        let out = OutPtr(y.as_mut_ptr());
+        let x = &x[..m * self.k];
+        let run = |t: usize| {
+            let (p0, p1) = (t * self.panels / tasks, (t + 1) * self.panels / tasks);
+            for p in p0..p1 {
+                // SAFETY: panel p writes columns p·NR .. p·NR + cols of rows 0..m only; the
+                // panel ranges of the tasks are disjoint and `y` holds m·N values (asserted).
+                unsafe { self.panel(kernel, p, x, m, out) };
+            }
+        };
+        if tasks == 1 {
+            run(0);
+        } else {
+            (0..tasks).into_par_iter().for_each(run);
+        }
+    }
+
+    /// Computes columns `p·NR ..` of all `m` rows into `y`.
+    ///
+    /// # Safety
+    /// `y` must point to `m · N` writable floats that no other thread writes in these columns.
+    unsafe fn panel(&self, kernel: Kernel, p: usize, x: &[f32], m: usize, y: OutPtr) {
+        let w = &self.w[p * self.k * NR..(p + 1) * self.k * NR];
+        let col0 = p * NR;
+        let cols = NR.min(self.n - col0);
+        let bias = self.bias.as_ref().map(|b| &b[col0..col0 + cols]);
+        let mr = kernel.max_rows();
+        let mut acc = [[0.0f32; NR]; MAX_MR];
+        let mut r0 = 0;
+        while r0 < m {
+            let rows = mr.min(m - r0);
+            kernel.run(rows, &x[r0 * self.k..], self.k, w, &mut acc);
+            for (r, acc_r) in acc.iter().take(rows).enumerate() {
+                // SAFETY: row r0 + r < m, columns col0 .. col0 + cols < N (see the caller).
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(y.0.add((r0 + r) * self.n + col0), cols)
+                };
+                match bias {
+                    Some(b) => {
+                        for ((d, &a), &bv) in dst.iter_mut().zip(acc_r).zip(b) {
+                            *d = a + bv;
+                        }
+                    }
+                    None => dst.copy_from_slice(&acc_r[..cols]),
+                }
+            }
+            r0 += rows;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        // A small LCG: deterministic, no dependency.
+        let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+        (0..len)
+            .map(|_| {
+                s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                (s >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn naive(x: &[f32], w: &[f32], b: Option<&[f32]>, m: usize, k: usize, n: usize) -> Vec<f32> {
+        let mut y = vec![0.0f64; m * n];
+        for r in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    y[r * n + j] += f64::from(x[r * k + kk]) * f64::from(w[kk * n + j]);
+                }
+            }
+            if let Some(b) = b {
+                for j in 0..n {
+                    y[r * n + j] += f64::from(b[j]);
+                }
+            }
+        }
+        y.into_iter().map(|v| v as f32).collect()
+    }
+
+    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
+    }
+
+    #[test]
+    fn portable_kernel_equals_the_naive_product() {
+        for (m, k, n, bias) in [(1, 7, 5, false), (3, 64, 33, true), (17, 40, 96, true)] {
+            let (x, w, b) = (values(m * k, 1), values(k * n, 2), values(n, 3));
+            let b = bias.then_some(b);
+            let lin = PackedLinear::new(&w, k, n, b.clone()).expect("shapes");
+            let mut y = vec![f32::NAN; m * n];
+            lin.forward_with(Kernel::Portable, &x, m, &mut y);
+            let d = max_diff(&y, &naive(&x, &w, b.as_deref(), m, k, n));
+            assert!(d < 1e-5, "m {m} k {k} n {n}: {d}");
+        }
+    }
+
+    /// Every SIMD kernel this CPU has against the portable one, for every row count up to past
+    /// two chunks, a ragged last panel, and both the one-thread and the split path.
+    #[test]
+    fn simd_kernels_equal_the_portable_one() {
+        let kernels = Kernel::available();
+        eprintln!("kernels on this CPU: {kernels:?}");
+        for (k, n) in [(24, 70), (320, 400)] {
+            let w = values(k * n, 4);
+            let lin = PackedLinear::new(&w, k, n, Some(values(n, 5))).expect("shapes");
+            for m in 1..=17 {
+                let x = values(m * k, 6 + m as u32);
+                let mut want = vec![0.0; m * n];
+                lin.forward_with(Kernel::Portable, &x, m, &mut want);
+                for &kernel in &kernels {
+                    let mut got = vec![f32::NAN; m * n];
+                    lin.forward_with(kernel, &x, m, &mut got);
+                    let d = max_diff(&got, &want);
+                    assert!(d < 1e-4, "{kernel:?} m {m} k {k} n {n}: {d}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_shapes_are_refused() {
+        assert!(PackedLinear::new(&[0.0; 6], 2, 4, None).is_err());
+        assert!(PackedLinear::new(&[0.0; 8], 2, 4, Some(vec![0.0; 3])).is_err());
+        assert!(PackedLinear::new(&[], 0, 4, None).is_err());
+    }
+}

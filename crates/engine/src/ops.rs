@@ -1,0 +1,189 @@
+//! Row-wise operations of the transformer, each computed the way `voxspec-nn` (Burn) computes
+//! it so the engine matches it to rounding: RMSNorm and LayerNorm over the last axis, rotary
+//! positions in the half-split layout, SwiGLU and GELU (erf form), SiLU.
+
+/// Parameters of one normalisation layer.
+#[derive(Debug, Clone)]
+pub enum NormWeights {
+    /// RMSNorm: `x / sqrt(mean(x²) + eps) · gamma` (Burn's `RmsNorm`).
+    Rms {
+        /// `[d]`.
+        gamma: Vec<f32>,
+        /// Epsilon.
+        eps: f32,
+    },
+    /// LayerNorm: `(x − mean) / sqrt(var + eps) · gamma + beta`, biased variance.
+    Layer {
+        /// `[d]`.
+        gamma: Vec<f32>,
+        /// `[d]`, zeros when the layer has none.
+        beta: Vec<f32>,
+        /// Epsilon.
+        eps: f32,
+    },
+}
+
+impl NormWeights {
+    /// Normalises every row of `x` into `out`.
+    ///
+    /// # Shapes
+    /// - `x`, `out`: `[rows, d]` row-major, `d` the norm's width
+    pub fn forward(&self, x: &[f32], out: &mut [f32]) {
+        match self {
+            NormWeights::Rms { gamma, eps } => {
+                let d = gamma.len();
+                for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+                    let ms = xr.iter().map(|v| v * v).sum::<f32>() / d as f32;
+                    let rms = (ms + eps).sqrt();
+                    for ((o, &v), &g) in or.iter_mut().zip(xr).zip(gamma) {
+                        *o = v / rms * g;
+                    }
+                }
+            }
+            NormWeights::Layer { gamma, beta, eps } => {
+                let d = gamma.len();
+                for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+                    let mean = xr.iter().sum::<f32>() / d as f32;
+                    let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+                    let inv = 1.0 / (var + eps).sqrt();
+                    for (((o, &v), &g), &b) in or.iter_mut().zip(xr).zip(gamma).zip(beta) {
+                        *o = (v - mean) * inv * g + b;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `x · sigmoid(x)`.
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// GELU, erf form: `x · (1 + erf(x / √2)) / 2`.
+#[inline]
+pub fn gelu(x: f32) -> f32 {
+    x * (1.0 + libm::erff(x / std::f32::consts::SQRT_2)) / 2.0
+}
+
+/// SwiGLU on a `[rows, 2·ff]` buffer holding `[gate | up]` per row: `out = silu(gate) · up`.
+///
+/// # Shapes
+/// - `gate_up`: `[rows, 2·ff]`
+/// - `out`: `[rows, ff]`
+pub fn swiglu(gate_up: &[f32], ff: usize, out: &mut [f32]) {
+    for (gu, o) in gate_up.chunks_exact(2 * ff).zip(out.chunks_exact_mut(ff)) {
+        let (g, u) = gu.split_at(ff);
+        for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+            *o = silu(g) * u;
+        }
+    }
+}
+
+/// Rotary tables as `voxspec-nn` builds them: `cos[p, i] = cos(p·θ_i)` for both halves,
+/// `sin[p, i] = −sin(p·θ_i)` on the first half and `+sin` on the second, with
+/// `θ_i = theta^(−2i / head_dim)`.
+#[derive(Debug, Clone)]
+pub struct RopeTables {
+    head_dim: usize,
+    /// `[max_seq_len, head_dim]`.
+    cos: Vec<f32>,
+    /// `[max_seq_len, head_dim]`, signs folded in.
+    sin: Vec<f32>,
+}
+
+impl RopeTables {
+    /// Tables for positions `0..max_seq_len` (`head_dim` even).
+    pub fn new(max_seq_len: usize, head_dim: usize, theta: f64) -> Self {
+        let half = head_dim / 2;
+        let mut cos = Vec::with_capacity(max_seq_len * head_dim);
+        let mut sin = Vec::with_capacity(max_seq_len * head_dim);
+        for p in 0..max_seq_len {
+            let angles: Vec<f64> = (0..half)
+                .map(|i| p as f64 * theta.powf(-2.0 * i as f64 / head_dim as f64))
+                .collect();
+            for _ in 0..2 {
+                cos.extend(angles.iter().map(|a| a.cos() as f32));
+            }
+            sin.extend(angles.iter().map(|a| -a.sin() as f32));
+            sin.extend(angles.iter().map(|a| a.sin() as f32));
+        }
+        Self { head_dim, cos, sin }
+    }
+
+    /// Rotates each head of `x` (heads of `head_dim`, head-major) to position `pos`:
+    /// `x · cos + (x₂, x₁) · sin`.
+    ///
+    /// # Shapes
+    /// - `x`: `[heads · head_dim]`
+    pub fn apply(&self, x: &mut [f32], pos: usize) {
+        let hd = self.head_dim;
+        let half = hd / 2;
+        let cos = &self.cos[pos * hd..(pos + 1) * hd];
+        let sin = &self.sin[pos * hd..(pos + 1) * hd];
+        for head in x.chunks_exact_mut(hd) {
+            for i in 0..half {
+                let (a, b) = (head[i], head[i + half]);
+                head[i] = a * cos[i] + b * sin[i];
+                head[i + half] = b * cos[i + half] + a * sin[i + half];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn norms_normalise() {
+        let x = [1.0, 2.0, 3.0, 6.0, -1.0, 0.5, 0.0, 4.0];
+        let mut out = [0.0; 8];
+        NormWeights::Rms {
+            gamma: vec![1.0; 4],
+            eps: 1e-6,
+        }
+        .forward(&x, &mut out);
+        for row in out.chunks(4) {
+            let ms: f32 = row.iter().map(|v| v * v).sum::<f32>() / 4.0;
+            assert!((ms - 1.0).abs() < 1e-4, "{ms}");
+        }
+        NormWeights::Layer {
+            gamma: vec![1.0; 4],
+            beta: vec![0.5; 4],
+            eps: 1e-6,
+        }
+        .forward(&x, &mut out);
+        for row in out.chunks(4) {
+            let mean: f32 = row.iter().sum::<f32>() / 4.0;
+            assert!((mean - 0.5).abs() < 1e-5, "{mean}");
+        }
+    }
+
+    #[test]
+    fn rope_preserves_norms_and_is_identity_at_zero() {
+        let tables = RopeTables::new(8, 4, 10_000.0);
+        let x = [0.3, -1.0, 0.5, 2.0, 1.0, 0.0, -0.5, 0.25];
+        let mut y = x;
+        tables.apply(&mut y, 0);
+        assert_eq!(x, y);
+        tables.apply(&mut y, 5);
+        for (a, b) in x.chunks(4).zip(y.chunks(4)) {
+            let na: f32 = a.iter().map(|v| v * v).sum();
+            let nb: f32 = b.iter().map(|v| v * v).sum();
+            assert!((na - nb).abs() < 1e-5);
+        }
+        assert!(x.iter().zip(&y).any(|(a, b)| (a - b).abs() > 1e-3));
+    }
+
+    #[test]
+    fn activations_match_their_definitions() {
+        assert!((silu(1.0) - 0.731_058_6).abs() < 1e-6);
+        assert!((gelu(1.0) - 0.841_344_7).abs() < 1e-6);
+        assert!(gelu(-10.0).abs() < 1e-6);
+        let mut out = [0.0; 2];
+        swiglu(&[1.0, 0.0, 2.0, 3.0], 2, &mut out);
+        assert_eq!(out, [silu(1.0) * 2.0, 0.0]);
+    }
+}
