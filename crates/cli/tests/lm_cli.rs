@@ -128,39 +128,6 @@ fn model_benchmarks_write_their_reports() {
     assert_eq!(results[0]["cost_relative_to_k1"], 1.0);
 
     let train = dir.path().join("train.json");
-    let o = voxspec(&[
-        "bench",
-        "train",
-        "--layers",
-        "1",
-        "--d-model",
-        "32",
-        "--heads",
-        "2",
-        "--vocab",
-        "64",
-        "--batch",
-        "2",
-        "--seq-len",
-        "16",
-        "--warmup",
-        "1",
-        "--steps",
-        "2",
-        "--out",
-        path(&train),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
-    assert_eq!(report["timed_steps"], 2);
-    let tps = report["tokens_per_second"].as_f64().expect("tps");
-    assert!(tps > 0.0);
-    // No peer measured alongside: no ratio (a constant from another day is not a peer).
-    assert!(report["ratio_to_peer"].is_null(), "{report}");
-    assert!(!text(&o).contains("tokens/s ("), "{}", text(&o));
-
-    // A peer report of the same config gives the ratio; one of another config is refused.
     let small = [
         "--layers",
         "1",
@@ -179,6 +146,20 @@ fn model_benchmarks_write_their_reports() {
         "--steps",
         "2",
     ];
+    let mut args = vec!["bench", "train", "--out", path(&train)];
+    args.extend(small);
+    let o = voxspec(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
+    assert_eq!(report["timed_steps"], 2);
+    let tps = report["tokens_per_second"].as_f64().expect("tps");
+    assert!(tps > 0.0);
+    // No peer measured alongside: no ratio (a constant from another day is not a peer).
+    assert!(report["ratio_to_peer"].is_null(), "{report}");
+    assert!(!text(&o).contains("tokens/s ("), "{}", text(&o));
+
+    // A peer report of the same config gives the ratio; one of another config is refused.
     let config = serde_json::json!({
         "layers": 1, "d_model": 32, "heads": 2, "vocab": 64, "batch": 2, "seq_len": 16,
         "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
@@ -191,15 +172,7 @@ fn model_benchmarks_write_their_reports() {
         std::fs::write(&peer, json.to_string()).expect("peer");
     };
     write_peer(&config);
-    let mut args = vec![
-        "bench",
-        "train",
-        "--out",
-        path(&train),
-        "--peer",
-        path(&peer),
-    ];
-    args.extend(small);
+    args.extend(["--peer", path(&peer)]);
     let o = voxspec(&args);
     assert!(o.status.success(), "{}", text(&o));
     assert!(

@@ -40,6 +40,35 @@ use burn::tensor::{Int, Tensor};
 
 use crate::error::CodecError;
 
+/// Checks that `start..start + count` is a non-empty range of the `available` streams.
+pub(crate) fn check_streams(
+    start: usize,
+    count: usize,
+    available: usize,
+) -> Result<(), CodecError> {
+    if count == 0 || start + count > available {
+        return Err(CodecError::QuantizerLayers {
+            start,
+            count,
+            available,
+        });
+    }
+    Ok(())
+}
+
+/// Checks that `x` is `[batch, dim, frames]`.
+pub(crate) fn check_latents(x: &Tensor<3>, dim: usize) -> Result<(), CodecError> {
+    let dims = x.dims();
+    if dims[1] != dim {
+        return Err(CodecError::QuantizerShape {
+            what: "quantizer input [batch, dim, frames]",
+            expected: vec![dims[0], dim, dims[2]],
+            found: dims.to_vec(),
+        });
+    }
+    Ok(())
+}
+
 /// Codebook usage of one quantizer layer on one batch (tensors, so reading them is the
 /// caller's choice).
 #[derive(Debug, Clone)]

@@ -118,14 +118,7 @@ impl OrderedProductQuantizer {
     }
 
     fn check_streams(&self, count: usize) -> Result<(), CodecError> {
-        if count == 0 || count > self.n_streams() {
-            return Err(CodecError::QuantizerLayers {
-                start: 0,
-                count,
-                available: self.n_streams(),
-            });
-        }
-        Ok(())
+        super::check_streams(0, count, self.n_streams())
     }
 
     /// Quantizes `x` with the first `n_q` streams (no dropout: inference, and training

@@ -108,26 +108,11 @@ impl ProductQuantizer {
     }
 
     fn check_streams(&self, count: usize) -> Result<(), CodecError> {
-        if count == 0 || count > self.n_groups() {
-            return Err(CodecError::QuantizerLayers {
-                start: 0,
-                count,
-                available: self.n_groups(),
-            });
-        }
-        Ok(())
+        super::check_streams(0, count, self.n_groups())
     }
 
     fn check_input(&self, x: &Tensor<3>) -> Result<(), CodecError> {
-        let dims = x.dims();
-        if dims[1] != self.dim() {
-            return Err(CodecError::QuantizerShape {
-                what: "product quantizer input [batch, dim, frames]",
-                expected: vec![dims[0], self.dim(), dims[2]],
-                found: dims.to_vec(),
-            });
-        }
-        Ok(())
+        super::check_latents(x, self.dim())
     }
 
     /// Quantizes `x` with the first `n_q` groups (straight-through); the other groups'

@@ -82,26 +82,11 @@ impl ResidualVectorQuantizer {
     }
 
     fn check_layers(&self, start: usize, count: usize) -> Result<(), CodecError> {
-        if count == 0 || start + count > self.n_q() {
-            return Err(CodecError::QuantizerLayers {
-                start,
-                count,
-                available: self.n_q(),
-            });
-        }
-        Ok(())
+        super::check_streams(start, count, self.n_q())
     }
 
     fn check_input(&self, x: &Tensor<3>) -> Result<(), CodecError> {
-        let dims = x.dims();
-        if dims[1] != self.dim() {
-            return Err(CodecError::QuantizerShape {
-                what: "quantizer input [batch, dim, frames]",
-                expected: vec![dims[0], self.dim(), dims[2]],
-                found: dims.to_vec(),
-            });
-        }
-        Ok(())
+        super::check_latents(x, self.dim())
     }
 
     /// Quantizes `x` with the first `n_q` layers (straight-through), collecting codes, the
