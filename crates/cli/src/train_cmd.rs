@@ -359,48 +359,28 @@ pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
     .context("installing the Ctrl-C handler")
 }
 
-/// Transcribes every utterance of `utterances` with `teacher` (batches of `batch`), returns
-/// the summed error counts and, when `per_utterance` is given, one line per utterance.
+/// Transcribes every utterance of `utterances` with `teacher` (batches of `batch`, a progress
+/// bar), returns the summed error counts and, when `per_utterance` is given, one JSON line per
+/// utterance.
 pub fn score_manifest(
     teacher: &CtcTeacher,
     utterances: &[Utterance],
     batch: usize,
-    mut per_utterance: Option<&mut Vec<serde_json::Value>>,
+    per_utterance: Option<&mut Vec<serde_json::Value>>,
 ) -> anyhow::Result<ErrorCounts> {
-    use rayon::prelude::*;
-    use voxspec_codec::SemanticTeacher;
-    let rate = teacher.sample_rate();
-    let bar = Bar::with_len(utterances.len() as u64, "transcribe");
-    let mut total = ErrorCounts::default();
-    for chunk in utterances.chunks(batch.max(1)) {
-        let waves = chunk
-            .par_iter()
-            .map(|u| {
-                voxspec_audio::load_resampled(Path::new(&u.path), rate)
-                    .map(|a| a.samples)
-                    .with_context(|| format!("utterance {}", u.id))
+    let (total, scored) = teacher.score_utterances(utterances, batch, &Bar::new())?;
+    if let Some(lines) = per_utterance {
+        lines.extend(scored.into_iter().map(|s| {
+            serde_json::json!({
+                "id": s.id,
+                "reference": s.reference,
+                "hypothesis": s.hypothesis,
+                "edits": s.counts.edits(),
+                "chars": s.counts.reference_len,
+                "cer": s.counts.rate(),
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let refs: Vec<&[f32]> = waves.iter().map(Vec::as_slice).collect();
-        let hyps = teacher.transcribe_batch(&refs)?;
-        for (u, hyp) in chunk.iter().zip(hyps) {
-            let reference = teacher.normalize(&u.text)?;
-            let counts = ErrorCounts::between(&hyp, &reference);
-            total += counts;
-            if let Some(lines) = per_utterance.as_deref_mut() {
-                lines.push(serde_json::json!({
-                    "id": u.id,
-                    "reference": reference,
-                    "hypothesis": hyp,
-                    "edits": counts.edits(),
-                    "chars": counts.reference_len,
-                    "cer": counts.rate(),
-                }));
-            }
-        }
-        voxspec_data::Progress::inc(&bar, chunk.len() as u64);
+        }));
     }
-    voxspec_data::Progress::finish(&bar);
     Ok(total)
 }
 

@@ -26,6 +26,7 @@ pub mod forced_choice;
 pub mod frontend;
 pub mod loss;
 pub mod model;
+pub mod score;
 pub mod task;
 pub mod teacher;
 
@@ -40,6 +41,7 @@ pub use loss::{
     CtcAlignment, CtcLossOutput, ctc_alignment, ctc_log_likelihood, ctc_loss, min_frames,
 };
 pub use model::{BLANK, CtcModel, CtcModelConfig, CtcOutput};
+pub use score::ScoredUtterance;
 pub use task::{CtcTask, CtcTaskConfig};
 pub use teacher::{CTC_KIND, CtcTeacher, CtcTeacherFile, read_teacher_file};
 
