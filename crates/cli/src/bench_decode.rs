@@ -22,12 +22,12 @@ use voxspec_infer::{
     sequence_nll,
 };
 
-use crate::bench_model::forward_costs;
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
 use crate::synth::{
     DecoderParts, DecoderSpec, LengthArgs, ModelArgs, Pipeline, RuleSpec, SamplingArgs,
 };
+use voxspec_mtp::forward_costs;
 
 /// Decoders side by side on a split's sentences (their transcripts as text).
 #[derive(Debug, Args)]

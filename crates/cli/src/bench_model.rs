@@ -23,8 +23,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
-use voxspec_infer::{LanguageModel, LogitsRequest};
-use voxspec_mtp::{MtpConfig, TtsPrompt, load_mtp};
+use voxspec_mtp::{MtpConfig, forward_costs, load_mtp};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
 use voxspec_train::{
     BatchSource, Losses, OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer,
@@ -489,63 +488,6 @@ fn read_bandwidth() -> f64 {
         best = best.min(t.elapsed().as_secs_f64());
     }
     (data.len() * 4) as f64 / best / 1e9
-}
-
-/// Median wall time (ms) of one KV-cached forward over `k` new tokens after a `context`-token
-/// prompt, for `k = 1..=max_k`, with `repeat` timed runs per `k` (after two warm-up rounds).
-/// The `k` values are interleaved within each round so drift in machine load hits all alike.
-pub fn forward_costs<M: LanguageModel<Prompt = TtsPrompt>>(
-    model: &M,
-    aligned: bool,
-    context: usize,
-    max_k: usize,
-    repeat: usize,
-) -> anyhow::Result<Vec<f64>> {
-    anyhow::ensure!(
-        max_k >= 1 && repeat >= 1,
-        "max_k and repeat must be at least 1"
-    );
-    // The codes: every output but EOS.
-    let codebook = model.vocab_size() as u32 - 1;
-    let filler: Vec<u32> = (0..context.saturating_sub(9) as u32)
-        .map(|i| i % codebook)
-        .collect();
-    // An aligned model continues no acoustic prompt: its context is 8 phones whose durations
-    // cover every position, prefilled, then the codes as one block.
-    let prompt = if aligned {
-        let per = (context + max_k + 16).div_ceil(8) as u32;
-        TtsPrompt {
-            text: vec![1; 8],
-            codes: Vec::new(),
-            durations: Some(vec![per; 8]),
-        }
-    } else {
-        TtsPrompt::new(vec![1; 8], filler.clone())
-    };
-    let mut cache = model.new_cache(1, context + max_k + 8)?;
-    model.prefill(
-        &mut cache,
-        std::slice::from_ref(&prompt),
-        LogitsRequest::next_token(),
-    )?;
-    if aligned && !filler.is_empty() {
-        model.extend(&mut cache, &[filler], LogitsRequest::next_token())?;
-    }
-    let base = model.cache_len(&cache, 0);
-    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(repeat); max_k];
-    for rep in 0..repeat + 2 {
-        for k in 1..=max_k {
-            let block: Vec<u32> = (0..k as u32).map(|i| (i * 7) % codebook).collect();
-            let t = Instant::now();
-            model.extend(&mut cache, &[block], LogitsRequest::next_token())?;
-            let elapsed = t.elapsed().as_secs_f64() * 1e3;
-            model.truncate(&mut cache, 0, base)?;
-            if rep >= 2 {
-                times[k - 1].push(elapsed);
-            }
-        }
-    }
-    Ok(times.into_iter().map(median).collect())
 }
 
 fn write_report(path: &std::path::Path, report: &impl Serialize) -> anyhow::Result<()> {

@@ -291,3 +291,12 @@ fn code_embeddings_are_the_code_rows_and_a_zero_row_for_eos() {
     }
     assert!(table[(rows - 1) * d..].iter().all(|&v| v == 0.0));
 }
+
+#[test]
+fn forward_costs_time_every_block_width() {
+    let model = model();
+    let costs = voxspec_mtp::forward_costs(&model, false, 12, 3, 2).expect("costs");
+    assert_eq!(costs.len(), 3);
+    assert!(costs.iter().all(|c| c.is_finite() && *c > 0.0), "{costs:?}");
+    assert!(voxspec_mtp::forward_costs(&model, false, 12, 0, 2).is_err());
+}
