@@ -50,20 +50,26 @@ pub fn save_weights<M: Module>(module: &M, path: &Path) -> Result<()> {
 /// [`TrainError::Weights`] when the file is not safetensors; I/O errors naming the file.
 pub fn canonicalize_header(path: &Path) -> Result<()> {
     use std::collections::BTreeMap;
-    let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
+    use std::io::Read;
     let bad = |what: &str| weights_err(path, format!("not a safetensors file: {what}"));
-    let n = bytes
-        .get(..8)
-        .and_then(|b| <[u8; 8]>::try_from(b).ok())
-        .map(u64::from_le_bytes)
-        .ok_or_else(|| bad("shorter than its 8-byte header length"))?;
+    // Only the header is read; the tensor data is read (and rewritten) only when the sorted
+    // header has another length.
+    let mut file = std::fs::File::open(path).map_err(|e| TrainError::io(path, e))?;
+    let size = file.metadata().map_err(|e| TrainError::io(path, e))?.len();
+    let mut len = [0u8; 8];
+    file.read_exact(&mut len)
+        .map_err(|_| bad("shorter than its 8-byte header length"))?;
+    let n = u64::from_le_bytes(len);
     let end = usize::try_from(n)
         .ok()
         .and_then(|n| n.checked_add(8))
-        .filter(|&e| e <= bytes.len())
+        .filter(|&e| e as u64 <= size)
         .ok_or_else(|| bad("header length past the end of the file"))?;
+    let mut head = vec![0u8; end - 8];
+    file.read_exact(&mut head)
+        .map_err(|e| TrainError::io(path, e))?;
     let mut header: BTreeMap<String, serde_json::Value> =
-        serde_json::from_slice(&bytes[8..end]).map_err(|e| bad(&e.to_string()))?;
+        serde_json::from_slice(&head).map_err(|e| bad(&e.to_string()))?;
     if let Some(meta) = header.remove("__metadata__") {
         let sorted: BTreeMap<String, serde_json::Value> =
             serde_json::from_value(meta).map_err(|e| bad(&e.to_string()))?;
@@ -74,10 +80,29 @@ pub fn canonicalize_header(path: &Path) -> Result<()> {
     while text.len() % 8 != 0 {
         text.push(b' ');
     }
-    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - end);
+    if text.len() == end - 8 {
+        // Same length (the usual case: only the key order changed): rewrite the header in
+        // place instead of the whole file, which for a large model is hundreds of megabytes.
+        use std::io::{Seek, SeekFrom, Write};
+        drop(file);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| TrainError::io(path, e))?;
+        return file
+            .seek(SeekFrom::Start(8))
+            .and_then(|_| file.write_all(&text))
+            .and_then(|()| file.sync_data())
+            .map_err(|e| TrainError::io(path, e));
+    }
+    let mut data = Vec::new();
+    file.read_to_end(&mut data)
+        .map_err(|e| TrainError::io(path, e))?;
+    drop(file);
+    let mut out = Vec::with_capacity(8 + text.len() + data.len());
     out.extend_from_slice(&(text.len() as u64).to_le_bytes());
     out.extend_from_slice(&text);
-    out.extend_from_slice(&bytes[end..]);
+    out.extend_from_slice(&data);
     std::fs::write(path, out).map_err(|e| TrainError::io(path, e))
 }
 
