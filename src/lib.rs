@@ -1,7 +1,7 @@
 //! voxspec: codec-based language-model text-to-speech with a fast autoregressive stage.
 //!
 //! This root crate re-exports every library crate of the workspace (`voxspec::audio`, `data`,
-//! `nn`, `train`, `codec`, `infer`, `mtp`, `draft`, `engine`) so downstream projects can depend on one
+//! `nn`, `train`, `codec`, `infer`, `mtp`, `draft`, `engine`, `tts`) so downstream projects can depend on one
 //! name, and hosts the end-to-end tests under `tests/`.
 
 pub use voxspec_audio as audio;
@@ -13,3 +13,4 @@ pub use voxspec_infer as infer;
 pub use voxspec_mtp as mtp;
 pub use voxspec_nn as nn;
 pub use voxspec_train as train;
+pub use voxspec_tts as tts;

@@ -15,7 +15,6 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::engine::{EngineKind, native};
 use anyhow::Context;
 use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
@@ -23,11 +22,13 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
+use voxspec_engine::NativeMtp;
 use voxspec_mtp::{MtpConfig, forward_costs, load_mtp};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
 use voxspec_train::{
     BatchSource, Losses, OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer,
 };
+use voxspec_tts::EngineKind;
 
 #[derive(Debug, Args)]
 pub struct TrainBenchArgs {
@@ -401,7 +402,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         }
     };
     let aligned = model.is_aligned();
-    let engine = native(&model, &config)?;
+    let engine = NativeMtp::from_burn(&model, &config)
+        .context("building the native engine from the AR model")?;
     let bandwidth_gbs = read_bandwidth();
     let floor_ms = engine.weight_bytes() as f64 / (bandwidth_gbs * 1e6);
     let mut results = Vec::with_capacity(args.max_k * args.engine.len());

@@ -28,7 +28,8 @@ use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance,
 use voxspec_train::{TrainObserver, Trainer};
 
 use crate::progress::Bar;
-use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c, read_split};
+use crate::train_cmd::read_split;
+use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
 
 /// Name of the codes tensor in the files `codec encode` writes.
 const CODES_TENSOR: &str = "codes";
@@ -92,6 +93,7 @@ impl Preset {
 /// Ctrl-C exits at once). `--resume` continues from the newest checkpoint with the saved task
 /// settings; a run directory with checkpoints is not reused without it.
 #[derive(Debug, Args)]
+#[command(mut_arg("batch", |a| a.default_value("4")))]
 pub struct TrainArgs {
     /// Prepared data directory (train.jsonl, optional dev.jsonl).
     #[arg(long, value_name = "DIR")]
@@ -105,39 +107,14 @@ pub struct TrainArgs {
     /// Model size.
     #[arg(long, value_enum, default_value = "small")]
     preset: Preset,
-    /// Optimizer steps in total (a resumed run counts from its checkpoint).
-    #[arg(long, default_value_t = 2000)]
-    steps: usize,
-    /// Segments per batch.
-    #[arg(long, default_value_t = 4)]
-    batch: usize,
     /// Seconds per training segment (rounded down to whole frames).
     #[arg(long, default_value_t = 1.0)]
     segment: f64,
     /// Train with MPD + MSD discriminators (slower; two phases per step).
     #[arg(long)]
     adversarial: bool,
-    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
-    #[arg(long, default_value_t = 1e-3)]
-    lr: f64,
-    /// Warm-up steps.
-    #[arg(long, default_value_t = 100)]
-    warmup: usize,
-    /// Validate (dev losses) every this many steps (0: never).
-    #[arg(long, default_value_t = 200)]
-    valid_every: usize,
-    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
-    #[arg(long, default_value_t = 500)]
-    checkpoint_every: usize,
-    /// Write metrics every this many steps.
-    #[arg(long, default_value_t = 10)]
-    log_every: usize,
-    /// Seed of initialisation, batch order and crops.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Continue from the newest checkpoint in --out.
-    #[arg(long)]
-    resume: bool,
+    #[command(flatten, next_help_heading = "Training loop")]
+    pub(crate) train: LoopArgs,
 }
 
 /// Encode one audio file into RVQ codes (a safetensors file).
@@ -327,7 +304,7 @@ fn load_split(
 }
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.batch > 0, "--batch must be at least 1");
+    anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
     anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
     let train = read_split(&args.data, "train", true)?;
     anyhow::ensure!(
@@ -336,7 +313,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         args.data.join("train.jsonl").display()
     );
     let dev = read_split(&args.data, "dev", false)?;
-    let start = voxspec_train::open_run::<RunFile>(&args.out, "codec", args.resume)?;
+    let start = voxspec_train::open_run::<RunFile>(&args.out, "codec", args.train.resume)?;
     let run = if let voxspec_train::RunStart::Resume(run) = start {
         if run.preset != args.preset {
             tracing::warn!(saved = ?run.preset, given = ?args.preset,
@@ -344,7 +321,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         }
         run
     } else {
-        if args.resume {
+        if args.train.resume {
             tracing::warn!(
                 "--resume: no checkpoint in {}, starting a new run",
                 args.out.display()
@@ -361,8 +338,8 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         let task = CodecTrainConfig::new()
             .with_model(model)
             .with_segment_samples(segment_frames * hop)
-            .with_batch_size(args.batch)
-            .with_data_seed(args.seed)
+            .with_batch_size(args.train.batch)
+            .with_data_seed(args.train.seed)
             .with_adversarial(args.adversarial.then(DiscriminatorsConfig::new));
         let run = RunFile {
             preset: args.preset,
@@ -425,22 +402,12 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     };
     let device = crate::device::single()?;
     let task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
-    let config = LoopSettings {
-        seed: args.seed,
-        steps: args.steps,
-        lr: args.lr,
-        warmup: args.warmup,
-        clip: 5.0,
-        log_every: args.log_every,
-        valid_every: args.valid_every,
-        checkpoint_every: args.checkpoint_every,
-    }
-    .config();
+    let config = args.train.config(5.0);
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
     let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);
     let started = Instant::now();
-    let mut observer = CodecBar(StepBar::new(args.steps));
+    let mut observer = CodecBar(StepBar::new(args.train.steps));
     let outcome = trainer.run(&mut observer)?;
     observer.0.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();

@@ -43,7 +43,6 @@ pub fn run(cmd: GroupsCommand) -> anyhow::Result<()> {
     }
 }
 
-/// The code rows of the input embedding plus a zero row for end-of-speech: `[codebook + 1, d]`.
 /// Prints the size statistics of `groups`, and a warning when every group is a singleton (PCG
 /// then accepts exactly what exact speculative sampling accepts).
 pub(crate) fn report(groups: &SimilarityGroups) {

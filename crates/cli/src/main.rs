@@ -10,7 +10,6 @@ mod bench_model;
 mod codec_cmd;
 mod codec_eval;
 mod device;
-mod engine;
 mod eval_cmd;
 mod export;
 mod groups;
@@ -23,6 +22,7 @@ mod teacher_cmd;
 mod tokenizer;
 mod train_cmd;
 mod train_lm;
+mod train_loop;
 
 use std::process::ExitCode;
 

@@ -1,25 +1,24 @@
 //! `voxspec train <model>`: training runs through the one training loop. `ctc` trains the
 //! supervised CTC teacher; the language models add their own subcommands here.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use voxspec_codec::LayerSelection;
 use voxspec_codec::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
 };
 use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
-use voxspec_train::{LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
+use voxspec_train::Trainer;
 
 use crate::progress::Bar;
+use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
 
 #[derive(Debug, Subcommand)]
 pub enum TrainCommand {
@@ -56,8 +55,11 @@ enum Preset {
 ///
 /// Ctrl-C finishes the current step, writes a checkpoint and the model, and exits 0 (a second
 /// Ctrl-C exits at once). `--resume` continues from the newest checkpoint with the saved task
-/// settings; a run directory with checkpoints is not reused without it.
+/// settings; a run directory with checkpoints is not reused without it. The small preset reached
+/// 39% dev CER on the bundled corpus after 1000 steps (≈ 19 min on 2 busy cores).
 #[derive(Debug, Args)]
+#[command(mut_arg("lr", |a| a.default_value("2e-3")))]
+#[command(mut_arg("warmup", |a| a.default_value("200")))]
 pub struct CtcArgs {
     /// Prepared data directory (train.jsonl, dev.jsonl).
     #[arg(long, value_name = "DIR")]
@@ -65,46 +67,20 @@ pub struct CtcArgs {
     /// Run directory.
     #[arg(long, short, value_name = "DIR")]
     out: PathBuf,
-    /// Optimizer steps in total (a resumed run counts from its checkpoint). The small preset
-    /// reached 39% dev CER on the bundled corpus after 1000 steps (≈ 19 min on 2 busy cores).
-    #[arg(long, default_value_t = 2000)]
-    steps: usize,
-    /// At most this many utterances per batch.
-    #[arg(long, default_value_t = 16)]
-    batch: usize,
     /// At most this many padded 100 Hz feature frames per batch (items × longest).
     #[arg(long, default_value_t = 24000)]
     max_frames: usize,
     /// Model size.
     #[arg(long, value_enum, default_value = "small")]
     preset: Preset,
-    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
-    #[arg(long, default_value_t = 2e-3)]
-    lr: f64,
-    /// Warm-up steps.
-    #[arg(long, default_value_t = 200)]
-    warmup: usize,
-    /// Validate (dev loss and CER) every this many steps (0: never).
-    #[arg(long, default_value_t = 200)]
-    valid_every: usize,
-    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
-    #[arg(long, default_value_t = 500)]
-    checkpoint_every: usize,
-    /// Write metrics every this many steps.
-    #[arg(long, default_value_t = 10)]
-    log_every: usize,
-    /// Seed of initialisation, batch order and SpecAugment.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
     /// Hidden state saved as the default feature layer (default: the last layer).
     #[arg(long, value_name = "L")]
     feature_layer: Option<usize>,
     /// Turn SpecAugment off.
     #[arg(long)]
     no_spec_augment: bool,
-    /// Continue from the newest checkpoint in --out.
-    #[arg(long)]
-    resume: bool,
+    #[command(flatten, next_help_heading = "Training loop")]
+    pub(crate) train: LoopArgs,
 }
 
 /// What `--resume` needs besides the checkpoint: the task settings of the run.
@@ -159,7 +135,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let tokenizer_file = args.out.join("tokenizer.json");
-    let start = voxspec_train::open_run::<RunFile>(&args.out, "ctc", args.resume)?;
+    let start = voxspec_train::open_run::<RunFile>(&args.out, "ctc", args.train.resume)?;
     let (tokenizer, run) = if let voxspec_train::RunStart::Resume(run) = start {
         if run.preset != args.preset {
             tracing::warn!(
@@ -170,7 +146,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         }
         (TextTokenizer::load(&tokenizer_file)?, run)
     } else {
-        if args.resume {
+        if args.train.resume {
             tracing::warn!(
                 "--resume: no checkpoint in {}, starting a new run",
                 args.out.display()
@@ -189,9 +165,9 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
             Preset::Base => CtcModelConfig::base(vocab),
         };
         let task = CtcTaskConfig::new(model)
-            .with_batch_size(args.batch)
+            .with_batch_size(args.train.batch)
             .with_max_batch_frames(args.max_frames)
-            .with_seed(args.seed)
+            .with_seed(args.train.seed)
             .with_spec_augment((!args.no_spec_augment).then(SpecAugmentConfig::new));
         let run = RunFile {
             preset: args.preset,
@@ -236,17 +212,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         );
     }
 
-    let config = LoopSettings {
-        seed: args.seed,
-        steps: args.steps,
-        lr: args.lr,
-        warmup: args.warmup,
-        clip: 5.0,
-        log_every: args.log_every,
-        valid_every: args.valid_every,
-        checkpoint_every: args.checkpoint_every,
-    }
-    .config();
+    let config = args.train.config(5.0);
     let devices = crate::device::training();
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
@@ -254,7 +220,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         .with_devices(&devices)
         .with_stop_flag(stop);
     let started = Instant::now();
-    let mut observer = StepBar::new(args.steps);
+    let mut observer = StepBar::new(args.train.steps);
     let outcome = trainer.run(&mut observer)?;
     observer.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
@@ -309,56 +275,6 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The loop settings every `voxspec train` command uses: AdamW with linear warm-up then cosine
-/// decay to 5% of the peak, global-norm clipping at `clip`, TensorBoard on.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LoopSettings {
-    pub(crate) seed: u64,
-    pub(crate) steps: usize,
-    pub(crate) lr: f64,
-    pub(crate) warmup: usize,
-    pub(crate) clip: f64,
-    pub(crate) log_every: usize,
-    pub(crate) valid_every: usize,
-    pub(crate) checkpoint_every: usize,
-}
-
-impl LoopSettings {
-    pub(crate) fn config(self) -> TrainConfig {
-        TrainConfig {
-            seed: self.seed,
-            max_steps: self.steps,
-            optimizer: OptimConfig {
-                lr: self.lr,
-                warmup_steps: self.warmup,
-                schedule: LrSchedule::Cosine {
-                    decay_steps: self.steps.saturating_sub(self.warmup).max(1),
-                    min_lr: self.lr * 0.05,
-                },
-                clip_grad_norm: Some(self.clip),
-                ..OptimConfig::default()
-            },
-            log_every: self.log_every.max(1),
-            valid_every: self.valid_every,
-            checkpoint_every: self.checkpoint_every,
-            tensorboard: true,
-            ..TrainConfig::default()
-        }
-    }
-}
-
-/// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.
-pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    ctrlc::set_handler(move || {
-        if stop.swap(true, Ordering::SeqCst) {
-            eprintln!("interrupted again: exiting without a checkpoint");
-            std::process::exit(130);
-        }
-        eprintln!("stopping after this step (checkpoint and model will be written)...");
-    })
-    .context("installing the Ctrl-C handler")
-}
-
 /// Transcribes every utterance of `utterances` with `teacher` (batches of `batch`, a progress
 /// bar), returns the summed error counts and, when `per_utterance` is given, one JSON line per
 /// utterance.
@@ -382,83 +298,4 @@ pub fn score_manifest(
         }));
     }
     Ok(total)
-}
-
-/// The training progress bar: steps, ETA, the latest loss and dev CER.
-pub(crate) struct StepBar {
-    pub(crate) bar: ProgressBar,
-    started: bool,
-    valid: Option<String>,
-}
-
-impl StepBar {
-    pub(crate) fn new(steps: usize) -> Self {
-        let bar = ProgressBar::new(steps as u64);
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>6} [{bar:30.cyan/blue}] {pos}/{len} ({per_sec}, eta {eta}) {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar.set_prefix("train");
-        Self {
-            bar,
-            started: false,
-            valid: None,
-        }
-    }
-}
-
-impl TrainObserver for StepBar {
-    fn on_step(&mut self, report: &StepReport) {
-        if !self.started {
-            // Resumed runs start part-way: the ETA counts from here.
-            self.bar.set_position(report.step.saturating_sub(1) as u64);
-            self.bar.reset_eta();
-            self.started = true;
-        }
-        self.bar.set_position(report.step as u64);
-        let loss = report.values.get("loss").copied().unwrap_or(f64::NAN);
-        let valid = self.valid.as_deref().unwrap_or("");
-        let message = format!("loss {loss:.3} epoch {}{valid}", report.epoch);
-        if self.bar.is_hidden() {
-            // Not a terminal (a log file): a plain line now and then instead of the bar.
-            if report.step.is_multiple_of(100) || report.step == report.max_steps {
-                eprintln!("step {}/{}: {message}", report.step, report.max_steps);
-            }
-        } else {
-            self.bar.set_message(message);
-        }
-    }
-
-    fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
-        let loss = values.get("loss").copied().unwrap_or(f64::NAN);
-        // CER for the CTC teacher; the other tasks' validation terms otherwise.
-        let (short, detail) = match values.get("cer") {
-            Some(cer) => (
-                format!(" CER {:.1}%", 100.0 * cer),
-                format!(", dev CER {:.2}% (mean over batches)", 100.0 * cer),
-            ),
-            None => (
-                String::new(),
-                values
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "loss")
-                    .map(|(k, v)| format!(", {k} {v:.4}"))
-                    .collect(),
-            ),
-        };
-        self.valid = Some(format!(" | dev loss {loss:.3}{short}"));
-        let line = format!("step {step}: dev loss {loss:.3}{detail}");
-        if self.bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            self.bar.println(line);
-        }
-    }
-
-    fn on_checkpoint(&mut self, step: usize, dir: &Path) {
-        tracing::debug!(step, dir = %dir.display(), "checkpoint");
-    }
 }

@@ -26,7 +26,7 @@ use voxspec_mtp::{
 };
 use voxspec_train::{RunStart, TrainConfig, TrainTask, Trainer};
 
-use crate::train_cmd::{LoopSettings, StepBar, install_ctrl_c};
+use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
 
 /// Model sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -55,37 +55,11 @@ pub struct LmCommon {
     /// Run directory.
     #[arg(long, short, value_name = "DIR")]
     out: PathBuf,
-    /// Optimizer steps in total (a resumed run counts from its checkpoint).
-    #[arg(long, default_value_t = 2000)]
-    steps: usize,
-    /// At most this many utterances per batch; with several --device entries each device takes
-    /// one batch per step.
-    #[arg(long, default_value_t = 16)]
-    batch: usize,
     /// At most this many padded positions (items × longest sequence) per batch.
     #[arg(long, default_value_t = 8192)]
     max_tokens: usize,
-    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
-    #[arg(long, default_value_t = 1e-3)]
-    lr: f64,
-    /// Warm-up steps.
-    #[arg(long, default_value_t = 100)]
-    warmup: usize,
-    /// Validate on the dev split every this many steps (0: never).
-    #[arg(long, default_value_t = 200)]
-    valid_every: usize,
-    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
-    #[arg(long, default_value_t = 500)]
-    checkpoint_every: usize,
-    /// Write metrics every this many steps.
-    #[arg(long, default_value_t = 10)]
-    log_every: usize,
-    /// Seed of initialisation and batch order.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Continue from the newest checkpoint in --out.
-    #[arg(long)]
-    resume: bool,
+    #[command(flatten, next_help_heading = "Training loop")]
+    pub(crate) train: LoopArgs,
 }
 
 /// Train the AR model with multi-token-prediction heads on (text, stream-0 codes) pairs: head
@@ -223,7 +197,7 @@ fn run_settings<T: Serialize + DeserializeOwned>(
     kind: &str,
     settings: T,
 ) -> anyhow::Result<T> {
-    match voxspec_train::open_run(&common.out, kind, common.resume)? {
+    match voxspec_train::open_run(&common.out, kind, common.train.resume)? {
         RunStart::Resume(saved) => {
             tracing::info!(
                 "resuming with the settings saved in {}",
@@ -246,27 +220,17 @@ fn run_settings<T: Serialize + DeserializeOwned>(
 
 fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {
     BucketConfig {
-        max_items: common.batch,
+        max_items: common.train.batch,
         max_padded_len: common.max_tokens,
         shuffle,
-        seed: common.seed,
+        seed: common.train.seed,
     }
 }
 
 fn train_config(common: &LmCommon, freeze: Vec<String>) -> TrainConfig {
     TrainConfig {
         freeze,
-        ..LoopSettings {
-            seed: common.seed,
-            steps: common.steps,
-            lr: common.lr,
-            warmup: common.warmup,
-            clip: 1.0,
-            log_every: common.log_every,
-            valid_every: common.valid_every,
-            checkpoint_every: common.checkpoint_every,
-        }
-        .config()
+        ..common.train.config(1.0)
     }
 }
 
@@ -291,7 +255,7 @@ fn train<T: TrainTask>(
         .with_devices(devices)
         .with_stop_flag(stop);
     let started = Instant::now();
-    let mut observer = StepBar::new(common.steps);
+    let mut observer = StepBar::new(common.train.steps);
     let outcome = trainer.run(&mut observer)?;
     observer.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();

@@ -1,29 +1,24 @@
-//! `--engine burn|native`: which implementation runs the AR model in the benches — Burn's
-//! flex backend or the native CPU engine (`voxspec-engine`), built from the same loaded model;
-//! [`ArEngine`] lets every decoder drive either.
+//! Which implementation runs the AR model and the draft — Burn's flex backend (or the device the
+//! model was loaded on) or the native CPU engine (`voxspec-engine`), built from the same loaded
+//! model; [`ArEngine`] lets every decoder drive either.
 
 use std::sync::Arc;
 
-use anyhow::Context;
-use clap::ValueEnum;
 use serde::Serialize;
-use voxspec_engine::{NativeCache, NativeMtp};
+use voxspec_engine::{EngineError, NativeCache, NativeMtp};
 use voxspec_infer::{InferError, LanguageModel, Logits, LogitsRequest};
 use voxspec_mtp::{MtpCache, MtpConfig, MtpModel, TtsPrompt};
 
 /// The implementation that runs the AR model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// Burn (flex on the CPU, or the selected device).
     Burn,
     /// voxspec-engine: native f32 kernels on the CPU.
+    #[default]
     Native,
-}
-
-/// The native engine for `model` (built from `config`).
-pub fn native(model: &MtpModel, config: &MtpConfig) -> anyhow::Result<NativeMtp> {
-    NativeMtp::from_burn(model, config).context("building the native engine from the AR model")
 }
 
 /// The AR model behind `--engine`: decoders drive either implementation through one type.
@@ -50,10 +45,17 @@ pub enum ArCache {
 
 impl ArEngine {
     /// `model` (built from `config`) on the engine `kind`.
-    pub fn new(kind: EngineKind, model: &MtpModel, config: &MtpConfig) -> anyhow::Result<Self> {
+    ///
+    /// # Errors
+    /// The native engine's, when it cannot take the model's weights.
+    pub fn new(
+        kind: EngineKind,
+        model: &MtpModel,
+        config: &MtpConfig,
+    ) -> Result<Self, EngineError> {
         Ok(match kind {
             EngineKind::Burn => ArEngine::Burn(model.clone()),
-            EngineKind::Native => ArEngine::Native(Arc::new(native(model, config)?)),
+            EngineKind::Native => ArEngine::Native(Arc::new(NativeMtp::from_burn(model, config)?)),
         })
     }
 }

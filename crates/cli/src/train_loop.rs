@@ -1,0 +1,163 @@
+//! The training-loop flags every `voxspec train` command and `voxspec codec train` share
+//! ([`LoopArgs`], flattened into each), the Ctrl-C handler and the step progress bar.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use voxspec_train::{LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver};
+
+/// The loop settings of a training run: AdamW with linear warm-up then cosine decay to 5% of the
+/// peak, TensorBoard on. A command whose defaults differ overrides them with
+/// `#[command(mut_arg(..))]`.
+#[derive(Debug, Clone, Args)]
+pub struct LoopArgs {
+    /// Optimizer steps in total (a resumed run counts from its checkpoint).
+    #[arg(long, default_value_t = 2000)]
+    pub steps: usize,
+    /// At most this many items (utterances; audio segments for the codec) per batch; with several
+    /// --device entries each device takes one batch per step.
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// Peak learning rate (AdamW; linear warm-up, then cosine decay to 5% of it).
+    #[arg(long, default_value_t = 1e-3)]
+    pub lr: f64,
+    /// Warm-up steps.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: usize,
+    /// Validate on the dev split every this many steps (0: never).
+    #[arg(long, default_value_t = 200)]
+    pub valid_every: usize,
+    /// Checkpoint every this many steps (0: only at the end and on Ctrl-C).
+    #[arg(long, default_value_t = 500)]
+    pub checkpoint_every: usize,
+    /// Write metrics every this many steps.
+    #[arg(long, default_value_t = 10)]
+    pub log_every: usize,
+    /// Seed of initialisation, batch order and augmentation.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Continue from the newest checkpoint in --out.
+    #[arg(long)]
+    pub resume: bool,
+}
+
+impl LoopArgs {
+    /// The loop's config, with global-norm clipping at `clip`.
+    pub fn config(&self, clip: f64) -> TrainConfig {
+        TrainConfig {
+            seed: self.seed,
+            max_steps: self.steps,
+            optimizer: OptimConfig {
+                lr: self.lr,
+                warmup_steps: self.warmup,
+                schedule: LrSchedule::Cosine {
+                    decay_steps: self.steps.saturating_sub(self.warmup).max(1),
+                    min_lr: self.lr * 0.05,
+                },
+                clip_grad_norm: Some(clip),
+                ..OptimConfig::default()
+            },
+            log_every: self.log_every.max(1),
+            valid_every: self.valid_every,
+            checkpoint_every: self.checkpoint_every,
+            tensorboard: true,
+            ..TrainConfig::default()
+        }
+    }
+}
+
+/// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.
+pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            eprintln!("interrupted again: exiting without a checkpoint");
+            std::process::exit(130);
+        }
+        eprintln!("stopping after this step (checkpoint and model will be written)...");
+    })
+    .context("installing the Ctrl-C handler")
+}
+
+/// The training progress bar: steps, ETA, the latest loss and dev CER.
+pub(crate) struct StepBar {
+    pub(crate) bar: ProgressBar,
+    started: bool,
+    valid: Option<String>,
+}
+
+impl StepBar {
+    pub(crate) fn new(steps: usize) -> Self {
+        let bar = ProgressBar::new(steps as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>6} [{bar:30.cyan/blue}] {pos}/{len} ({per_sec}, eta {eta}) {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_prefix("train");
+        Self {
+            bar,
+            started: false,
+            valid: None,
+        }
+    }
+}
+
+impl TrainObserver for StepBar {
+    fn on_step(&mut self, report: &StepReport) {
+        if !self.started {
+            // Resumed runs start part-way: the ETA counts from here.
+            self.bar.set_position(report.step.saturating_sub(1) as u64);
+            self.bar.reset_eta();
+            self.started = true;
+        }
+        self.bar.set_position(report.step as u64);
+        let loss = report.values.get("loss").copied().unwrap_or(f64::NAN);
+        let valid = self.valid.as_deref().unwrap_or("");
+        let message = format!("loss {loss:.3} epoch {}{valid}", report.epoch);
+        if self.bar.is_hidden() {
+            // Not a terminal (a log file): a plain line now and then instead of the bar.
+            if report.step.is_multiple_of(100) || report.step == report.max_steps {
+                eprintln!("step {}/{}: {message}", report.step, report.max_steps);
+            }
+        } else {
+            self.bar.set_message(message);
+        }
+    }
+
+    fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
+        let loss = values.get("loss").copied().unwrap_or(f64::NAN);
+        // CER for the CTC teacher; the other tasks' validation terms otherwise.
+        let (short, detail) = match values.get("cer") {
+            Some(cer) => (
+                format!(" CER {:.1}%", 100.0 * cer),
+                format!(", dev CER {:.2}% (mean over batches)", 100.0 * cer),
+            ),
+            None => (
+                String::new(),
+                values
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "loss")
+                    .map(|(k, v)| format!(", {k} {v:.4}"))
+                    .collect(),
+            ),
+        };
+        self.valid = Some(format!(" | dev loss {loss:.3}{short}"));
+        let line = format!("step {step}: dev loss {loss:.3}{detail}");
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    fn on_checkpoint(&mut self, step: usize, dir: &Path) {
+        tracing::debug!(step, dir = %dir.display(), "checkpoint");
+    }
+}

@@ -1,0 +1,83 @@
+//! voxspec-tts: the text-to-speech pipeline as a library.
+//!
+//! A trained experiment (`recipes/libritts/train_mtp.sh` writes one) is an AR model with its
+//! `tokenizer.json`, a NAR model and a codec. [`Pipeline`] loads them and speaks:
+//!
+//! ```text
+//! text ──tokenizer──▶ ids ──AR (any decoder)──▶ RVQ-1 codes ──NAR──▶ codes [n_q][frames]
+//!                                                                     └─codec decoder─▶ waveform
+//! ```
+//!
+//! The AR stage runs any decoder of `voxspec-infer` — AR, MTP with or without Viterbi, exact
+//! speculative sampling, SSD, PCG, self-speculation — named by a [`DecoderSpec`] and built by
+//! [`DecoderParts::build`] on the engine of [`ModelPaths::engine`] (the native CPU engine or
+//! Burn). [`run_decode_bench`] runs a grid of decoders ([`DecoderGrid`]) on the same sentences
+//! and returns one [`DecodeRow`] each: speed against AR measured alongside, and quality by the
+//! CTC teacher ([`Judge`]).
+//!
+//! # Speaking a sentence
+//!
+//! ```
+//! use burn::tensor::Device;
+//! use voxspec_audio::{Audio, WavFormat, write_wav};
+//! use voxspec_infer::SamplerConfig;
+//! use voxspec_tts::{DecoderParts, DecoderSpec, ModelPaths, Pipeline};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # // The doc test writes an untrained experiment (its speech is noise) with the shipped codec.
+//! # let dir = tempfile::tempdir()?;
+//! # let device = Device::flex();
+//! # let codec_dir = std::path::Path::new("../../checkpoints/codec-minitts");
+//! # let (codec, _) = voxspec_codec::load_codec(codec_dir, &device)?;
+//! # let tokenizer = voxspec_data::TextTokenizer::train(
+//! #     Vec::<String>::new(), voxspec_data::TokenizerKind::Phoneme, &Default::default())?;
+//! # let (ar_dir, nar_dir) = (dir.path().join("ar"), dir.path().join("nar"));
+//! # std::fs::create_dir_all(&ar_dir)?;
+//! # tokenizer.save(&ar_dir.join("tokenizer.json"))?;
+//! # let ar = voxspec_mtp::MtpConfig::tiny(tokenizer.vocab_size(), codec.codebook_size);
+//! # let file = voxspec_mtp::MtpFile { model: ar.clone(), draft: None };
+//! # voxspec_mtp::save_mtp(&ar_dir, &file, &ar.init(&device)?)?;
+//! # let nar = voxspec_mtp::NarConfig::tiny(tokenizer.vocab_size(), codec.codebook_size, codec.n_q);
+//! # voxspec_mtp::save_nar(&nar_dir, &nar, &nar.init(&device)?)?;
+//! # let exp = dir.path();
+//! # let out = dir.path().join("cat.wav");
+//! // `exp` is an experiment directory, e.g. exp/minitts after the main recipe.
+//! let mut paths = ModelPaths::experiment(exp);
+//! # paths.codec = codec_dir.to_path_buf();
+//! let pipeline = Pipeline::load(&paths, &Device::flex())?;
+//! let spec = DecoderSpec::Mtp { heads: 4 };
+//! let mut decoder = DecoderParts::default().build(&spec, &pipeline.lm)?;
+//! let speech = pipeline.speak("The cat sat on the mat.", decoder.as_mut(), &SamplerConfig::default(), 0)?;
+//! let audio = Audio::new(speech.samples, pipeline.sample_rate());
+//! write_wav(&out, &audio, WavFormat::Pcm16)?;
+//! # assert!(std::fs::metadata(&out)?.len() > 44);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Adding a decoder
+//!
+//! 1. Write it as one module of `voxspec-infer` implementing `voxspec_infer::Decoder` for any
+//!    `LanguageModel` (the KV cache's `truncate` is the rollback a speculative decoder needs;
+//!    `voxspec_infer::verify` holds the shared verification phase). Test it there against the
+//!    AR decoder: at temperature 0 an exact decoder returns AR's tokens.
+//! 2. Add one variant to [`DecoderSpec`] (its settings, serialised into benchmark rows) and its
+//!    label in [`DecoderSpec::label`].
+//! 3. Build it in [`DecoderParts::build`]; if it needs something besides the target model (a
+//!    second model, a table), add that to [`DecoderParts`].
+//! 4. Give it rows in [`DecoderGrid::specs`] and a `--decoder` value in the CLI's
+//!    `synthesize`: both then measure and speak with it.
+
+#![warn(missing_docs)]
+
+mod bench;
+mod decoders;
+mod engine;
+mod error;
+mod pipeline;
+
+pub use bench::{BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_decode_bench};
+pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
+pub use engine::{ArCache, ArEngine, EngineKind};
+pub use error::{Result, TtsError};
+pub use pipeline::{Lengths, ModelPaths, Pipeline, Synthesis, VoicePrompt};

@@ -1,0 +1,442 @@
+//! The text → speech pipeline:
+//!
+//! ```text
+//! text ──tokenizer──▶ ids ──AR (any decoder)──▶ RVQ-1 codes ──NAR──▶ codes [n_q][frames]
+//!                                                                     └─codec decoder─▶ waveform
+//! ```
+//!
+//! With a voice prompt the reference is encoded by the codec; its codes condition the NAR
+//! (VALL-E style, the prompt's frames come first). When the prompt's transcript is known, a plain
+//! AR model continues the reference as well: its text is the prompt's transcript followed by the
+//! text to speak and its code prefix the reference's RVQ-1 codes. Without it the AR model starts
+//! from the text alone, as it was trained. An aligned AR model takes its length from its duration
+//! predictor and leaves the prompt to the NAR.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig, load_codec};
+use voxspec_data::TextTokenizer;
+use voxspec_infer::{Decoder, Generation, Limits, Request, SamplerConfig};
+use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
+
+use crate::engine::{ArEngine, EngineKind};
+use crate::error::{Result, TtsError};
+
+/// Positions kept free in the AR model's context beyond the longest generation: the lookahead
+/// of a verification block (γ + 1) and the padding of ragged blocks.
+const CACHE_SLACK: usize = 16;
+
+/// Where the models of a trained experiment live, and the engine that runs the AR model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelPaths {
+    /// AR model directory (`voxspec train mtp`).
+    pub ar: PathBuf,
+    /// NAR model directory (`voxspec train nar`).
+    pub nar: PathBuf,
+    /// Codec model directory (`voxspec codec train`, or the shipped `checkpoints/codec-minitts`).
+    pub codec: PathBuf,
+    /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`).
+    pub transitions: PathBuf,
+    /// Implementation that runs the AR model and the draft.
+    pub engine: EngineKind,
+}
+
+impl ModelPaths {
+    /// The layout `recipes/libritts/train_mtp.sh` writes: `<exp>/ar`, `<exp>/nar`,
+    /// `<exp>/transitions.safetensors`, the shipped codec `checkpoints/codec-minitts`, the native
+    /// engine.
+    pub fn experiment(exp: impl AsRef<Path>) -> Self {
+        let exp = exp.as_ref();
+        Self {
+            ar: exp.join("ar"),
+            nar: exp.join("nar"),
+            codec: PathBuf::from("checkpoints/codec-minitts"),
+            transitions: exp.join("transitions.safetensors"),
+            engine: EngineKind::default(),
+        }
+    }
+}
+
+/// Length bounds of a generation relative to its text (CosyVoice's rule), or, for aligned AR
+/// models, to the predicted durations.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Lengths {
+    /// At least this many codes per text token (end of speech is masked before).
+    pub min_ratio: f32,
+    /// At most this many codes per text token.
+    pub max_ratio: f32,
+    /// Aligned AR models: scales the predicted phone durations (above 1 speaks slower); the
+    /// length bounds then follow the predicted frame count instead of the ratios.
+    pub pace: f32,
+}
+
+impl Default for Lengths {
+    fn default() -> Self {
+        Self {
+            min_ratio: 2.0,
+            max_ratio: 20.0,
+            pace: 1.0,
+        }
+    }
+}
+
+/// The loaded models of the pipeline.
+pub struct Pipeline {
+    /// The device of the Burn models (AR, NAR, codec).
+    pub device: Device,
+    /// The AR model's tokenizer (`tokenizer.json` in its directory).
+    pub tokenizer: TextTokenizer,
+    /// The AR model as loaded (Burn).
+    pub ar: MtpModel,
+    /// The AR model on the engine of [`ModelPaths::engine`]: what the decoders drive.
+    pub lm: ArEngine,
+    /// The NAR model (code layers 2..N).
+    pub nar: NarModel,
+    /// The codec whose decoder turns codes into a waveform.
+    pub codec: SpeechTokenizer,
+    /// The codec's config (sample rate, hop, codebook).
+    pub codec_config: SpeechTokenizerConfig,
+}
+
+/// A reference recording: its codes `[n_q][frames]` and, when known, its transcript's ids.
+#[derive(Debug, Clone, Default)]
+pub struct VoicePrompt {
+    /// Codes of every layer the NAR predicts, `[n_q][frames]`.
+    pub codes: Vec<Vec<u32>>,
+    /// Text ids of the transcript (empty when unknown).
+    pub text: Vec<u32>,
+}
+
+/// What one synthesis produced.
+pub struct Synthesis {
+    /// The AR stage's tokens, stop reason and decoding statistics.
+    pub generation: Generation,
+    /// Wall time of the AR stage (the decoder), seconds.
+    pub ar_seconds: f64,
+    /// Wall time of the NAR stage and the codec decoder, seconds.
+    pub rest_seconds: f64,
+    /// The waveform at [`Pipeline::sample_rate`] (empty when the AR model ended at once).
+    pub samples: Vec<f32>,
+}
+
+impl Pipeline {
+    /// Loads the AR model (with its `tokenizer.json`), the NAR model and the codec, and checks
+    /// that they agree on the codebook.
+    ///
+    /// # Errors
+    /// [`TtsError::Load`] naming the directory that cannot be loaded, or
+    /// [`TtsError::Incompatible`] naming the models that disagree.
+    pub fn load(paths: &ModelPaths, device: &Device) -> Result<Self> {
+        let (ar_file, ar) =
+            load_mtp(&paths.ar, device).map_err(TtsError::load("the AR model", &paths.ar))?;
+        let lm = ArEngine::new(paths.engine, &ar, &ar_file.model).map_err(TtsError::load(
+            "the AR model onto the native engine",
+            &paths.ar,
+        ))?;
+        let tok_path = paths.ar.join("tokenizer.json");
+        let tokenizer = TextTokenizer::load(&tok_path)
+            .map_err(TtsError::load("the AR model's tokenizer", &tok_path))?;
+        let (_, nar) =
+            load_nar(&paths.nar, device).map_err(TtsError::load("the NAR model", &paths.nar))?;
+        let (codec_config, codec) =
+            load_codec(&paths.codec, device).map_err(TtsError::load("the codec", &paths.codec))?;
+        if ar.codebook_size() != codec_config.codebook_size
+            || nar.codebook_size() != codec_config.codebook_size
+        {
+            return Err(TtsError::Incompatible(format!(
+                "the models do not share a codebook: AR {} codes ({}), NAR {} ({}), codec {} ({})",
+                ar.codebook_size(),
+                paths.ar.display(),
+                nar.codebook_size(),
+                paths.nar.display(),
+                codec_config.codebook_size,
+                paths.codec.display()
+            )));
+        }
+        if nar.n_q() > codec_config.n_q {
+            return Err(TtsError::Incompatible(format!(
+                "the NAR model {} predicts {} code layers, the codec {} has {}",
+                paths.nar.display(),
+                nar.n_q(),
+                paths.codec.display(),
+                codec_config.n_q
+            )));
+        }
+        Ok(Self {
+            device: device.clone(),
+            tokenizer,
+            ar,
+            lm,
+            nar,
+            codec,
+            codec_config,
+        })
+    }
+
+    /// Output sample rate.
+    pub fn sample_rate(&self) -> u32 {
+        self.codec_config.sample_rate
+    }
+
+    /// Text ids of `text`, refusing text that is empty or made only of characters the
+    /// tokenizer does not know.
+    ///
+    /// # Errors
+    /// [`TtsError::Text`] for such text; the tokenizer's errors.
+    pub fn text_ids(&self, text: &str) -> Result<Vec<u32>> {
+        if text.trim().is_empty() {
+            return Err(TtsError::Text(
+                "the text is empty: give the sentence to speak".into(),
+            ));
+        }
+        let unknown = self.tokenizer.unknown_chars(text)?;
+        let known = self
+            .tokenizer
+            .normalize(text)?
+            .chars()
+            .any(|c| !c.is_whitespace() && !unknown.contains(&c));
+        if !known {
+            return Err(TtsError::Text(format!(
+                "the text {:?} has no character the model's tokenizer knows (unknown: {:?})",
+                text.chars().take(60).collect::<String>(),
+                unknown
+            )));
+        }
+        Ok(self.tokenizer.encode(text)?)
+    }
+
+    /// Encodes a reference recording (resampled to the codec's rate when needed) into the
+    /// NAR's code layers; `text` is its transcript when known.
+    ///
+    /// # Errors
+    /// The audio reader's (naming the file), [`TtsError::Prompt`] for a recording shorter than
+    /// one frame, the codec's.
+    pub fn encode_prompt(&self, path: &Path, text: Option<&str>) -> Result<VoicePrompt> {
+        let audio = voxspec_audio::load_resampled(path, self.sample_rate())?;
+        let samples = audio.samples;
+        if samples.len() < self.codec_config.hop_length() {
+            return Err(TtsError::Prompt {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "too short ({} samples, at least one frame of {} needed)",
+                    samples.len(),
+                    self.codec_config.hop_length()
+                ),
+            });
+        }
+        let n = samples.len();
+        let wave: Tensor<3> = Tensor::from_data(TensorData::new(samples, [1, 1, n]), &self.device);
+        let codes = self
+            .codec
+            .encode(wave, self.nar.n_q())
+            .map_err(|e| TtsError::Prompt {
+                path: path.to_path_buf(),
+                reason: format!("the codec cannot encode it: {e}"),
+            })?;
+        let [n_q, _, frames] = codes.dims();
+        let flat = codes
+            .into_data()
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .map_err(|e| TtsError::TensorRead {
+                what: "the prompt's codes",
+                reason: format!("{e:?}"),
+            })?;
+        let codes = (0..n_q)
+            .map(|q| {
+                flat[q * frames..(q + 1) * frames]
+                    .iter()
+                    .map(|&c| c as u32)
+                    .collect()
+            })
+            .collect();
+        let text = match text {
+            Some(t) => self.text_ids(t).map_err(|e| TtsError::Prompt {
+                path: path.to_path_buf(),
+                reason: format!("its transcript: {e}"),
+            })?,
+            None => Vec::new(),
+        };
+        Ok(VoicePrompt { codes, text })
+    }
+
+    /// The AR request for `text` (with a voice prompt's transcript and RVQ-1 codes in front
+    /// when its transcript is known), its length bounded by `lengths`.
+    ///
+    /// # Errors
+    /// [`TtsError::Text`] when the text does not fit in the AR model's context; the duration
+    /// predictor's errors.
+    pub fn request(
+        &self,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        lengths: &Lengths,
+        seed: u64,
+    ) -> Result<Request<TtsPrompt>> {
+        let mut limits = Limits::for_text(text.len(), lengths.min_ratio, lengths.max_ratio)?;
+        if self.ar.is_aligned() {
+            // The duration predictor sets the length: EOS is due at its frame count T. The
+            // voice prompt conditions the NAR only (an aligned AR model continues no codes).
+            let durations = self
+                .ar
+                .predict_durations(text, lengths.pace)
+                .map_err(TtsError::stage("predicting the phone durations"))?;
+            let frames: usize = durations.iter().map(|&d| d as usize).sum();
+            limits.min_tokens = frames / 2;
+            limits.max_tokens = frames + frames / 4 + 8;
+            let used = text.len() + 1 + CACHE_SLACK;
+            let room = self.ar.transformer.max_seq_len().saturating_sub(used);
+            if room < frames {
+                return Err(TtsError::Text(format!(
+                    "the text needs {frames} frames, more than the {room} positions left in the \
+                     AR model's context of {}; split it into shorter sentences",
+                    self.ar.transformer.max_seq_len()
+                )));
+            }
+            limits.max_tokens = limits.max_tokens.min(room);
+            return Ok(Request {
+                prompt: TtsPrompt {
+                    text: text.to_vec(),
+                    codes: Vec::new(),
+                    durations: Some(durations),
+                },
+                limits,
+                seed,
+            });
+        }
+        let (text, codes) = match prompt {
+            Some(p) if !p.text.is_empty() => {
+                let mut ids = p.text.clone();
+                ids.extend_from_slice(text);
+                (ids, p.codes.first().cloned().unwrap_or_default())
+            }
+            _ => (text.to_vec(), Vec::new()),
+        };
+        // The AR model's positions end at max_seq_len; keep room for the prompt, the separator
+        // and a verification block.
+        let used = text.len() + 1 + codes.len() + CACHE_SLACK;
+        let room = self.ar.transformer.max_seq_len().saturating_sub(used);
+        if room == 0 {
+            return Err(TtsError::Text(format!(
+                "the text and prompt take {used} positions, more than the AR model's context of \
+                 {} positions",
+                self.ar.transformer.max_seq_len()
+            )));
+        }
+        if limits.max_tokens > room {
+            tracing::debug!(
+                from = limits.max_tokens,
+                to = room,
+                "length limit cut to the AR model's context"
+            );
+            limits.max_tokens = room;
+            limits.min_tokens = limits.min_tokens.min(room);
+        }
+        Ok(Request {
+            prompt: TtsPrompt::new(text, codes),
+            limits,
+            seed,
+        })
+    }
+
+    /// Speaks `text` with `decoder` at the default [`Lengths`] and no voice prompt: the
+    /// shortest way from a sentence to a waveform ([`Pipeline::text_ids`],
+    /// [`Pipeline::request`], [`Pipeline::synthesize`]).
+    ///
+    /// # Errors
+    /// Those of the three steps.
+    pub fn speak(
+        &self,
+        text: &str,
+        decoder: &mut dyn Decoder<ArEngine>,
+        sampler: &SamplerConfig,
+        seed: u64,
+    ) -> Result<Synthesis> {
+        let ids = self.text_ids(text)?;
+        let request = self.request(&ids, None, &Lengths::default(), seed)?;
+        self.synthesize(decoder, &request, &ids, None, sampler)
+    }
+
+    /// Runs one request through `decoder`, then the NAR and the codec decoder. `text` is the
+    /// text of the request without the prompt's transcript (the NAR prepends it).
+    ///
+    /// # Errors
+    /// The decoder's, the NAR's and the codec's, each naming its stage.
+    pub fn synthesize(
+        &self,
+        decoder: &mut dyn Decoder<ArEngine>,
+        request: &Request<TtsPrompt>,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        sampler: &SamplerConfig,
+    ) -> Result<Synthesis> {
+        let start = Instant::now();
+        let generation = decoder
+            .generate(&self.lm, std::slice::from_ref(request), sampler)?
+            .into_iter()
+            .next()
+            .ok_or_else(|| TtsError::Decoder {
+                spec: decoder.name(),
+                reason: "the decoder returned no sequence".into(),
+            })?;
+        let ar_seconds = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let samples = if generation.tokens.is_empty() {
+            Vec::new()
+        } else {
+            self.vocode(text, prompt, &generation.tokens)?
+        };
+        Ok(Synthesis {
+            generation,
+            ar_seconds,
+            rest_seconds: start.elapsed().as_secs_f64(),
+            samples,
+        })
+    }
+
+    /// NAR layers 2..N from the AR's RVQ-1 codes `first`, then the codec decoder; the prompt's
+    /// frames are dropped from the output.
+    ///
+    /// # Errors
+    /// The NAR's and the codec's, each naming its stage.
+    pub fn vocode(
+        &self,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        first: &[u32],
+    ) -> Result<Vec<f32>> {
+        let n_q = self.nar.n_q();
+        let empty = vec![Vec::new(); n_q];
+        let (prompt_codes, nar_text) = match prompt {
+            Some(p) => {
+                let mut t = p.text.clone();
+                t.extend_from_slice(text);
+                (&p.codes, t)
+            }
+            None => (&empty, text.to_vec()),
+        };
+        let codes = self
+            .nar
+            .generate(&nar_text, prompt_codes, first)
+            .map_err(TtsError::stage("the NAR stage"))?;
+        let frames = first.len();
+        let flat: Vec<i64> = codes
+            .iter()
+            .flat_map(|l| l.iter().map(|&c| i64::from(c)))
+            .collect();
+        let codes: Tensor<3, Int> =
+            Tensor::from_data(TensorData::new(flat, [n_q, 1, frames]), &self.device);
+        let wave = self
+            .codec
+            .decode(codes)
+            .map_err(TtsError::stage("the codec decoder"))?;
+        wave.into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| TtsError::TensorRead {
+                what: "the waveform",
+                reason: format!("{e:?}"),
+            })
+    }
+}
