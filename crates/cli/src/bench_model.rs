@@ -13,21 +13,15 @@
 //!   weights read at the machine's measured read bandwidth).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use burn::module::Module;
-use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
-use burn::tensor::activation::log_softmax;
-use burn::tensor::{Device, Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
 use voxspec_engine::NativeMtp;
 use voxspec_mtp::{MtpConfig, forward_costs, load_mtp};
-use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
-use voxspec_train::{
-    BatchSource, Losses, OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer,
-};
+use voxspec_nn::TransformerConfig;
+use voxspec_train::ThroughputConfig;
 use voxspec_tts::EngineKind;
 
 #[derive(Debug, Args)]
@@ -131,114 +125,6 @@ pub struct ForwardBenchArgs {
     out: PathBuf,
 }
 
-/// A GPT-2-style causal LM: embedding, the shared transformer core, a linear head.
-#[derive(Module, Debug)]
-struct CausalLm {
-    embedding: Embedding,
-    core: Transformer,
-    head: Linear,
-}
-
-struct RandomTokens {
-    batch: usize,
-    seq_len: usize,
-    vocab: usize,
-}
-
-impl BatchSource<Tensor<2, Int>> for RandomTokens {
-    fn batches_in_epoch(&self, _epoch: usize) -> usize {
-        1_000_000
-    }
-
-    fn batch(
-        &self,
-        epoch: usize,
-        index: usize,
-        device: &Device,
-    ) -> voxspec_train::Result<Tensor<2, Int>> {
-        // A fixed LCG keyed by (epoch, index): reproducible, no RNG state to carry.
-        let mut state = (epoch as u64) << 32 | index as u64;
-        let ids: Vec<i64> = (0..self.batch * (self.seq_len + 1))
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 33) % self.vocab as u64) as i64
-            })
-            .collect();
-        Ok(Tensor::from_data(
-            TensorData::new(ids, [self.batch, self.seq_len + 1]),
-            device,
-        ))
-    }
-}
-
-struct LmTask {
-    core: TransformerConfig,
-    vocab: usize,
-    data: RandomTokens,
-}
-
-impl TrainTask for LmTask {
-    type Model = CausalLm;
-    type Batch = Tensor<2, Int>;
-
-    fn init_model(&self, device: &Device) -> voxspec_train::Result<CausalLm> {
-        Ok(CausalLm {
-            embedding: EmbeddingConfig::new(self.vocab, self.core.d_model).init(device),
-            core: self
-                .core
-                .init(device)
-                .map_err(voxspec_train::TrainError::task)?,
-            head: LinearConfig::new(self.core.d_model, self.vocab).init(device),
-        })
-    }
-
-    fn train_data(&self) -> &dyn BatchSource<Tensor<2, Int>> {
-        &self.data
-    }
-
-    fn batch_items(&self, batch: &Tensor<2, Int>) -> usize {
-        let [b, t] = batch.dims();
-        b * (t - 1)
-    }
-
-    fn loss(
-        &self,
-        model: &CausalLm,
-        batch: &Tensor<2, Int>,
-        _phase: usize,
-    ) -> voxspec_train::Result<Losses> {
-        let [b, t] = batch.dims();
-        let inputs = batch.clone().narrow(1, 0, t - 1);
-        let targets = batch.clone().narrow(1, 1, t - 1).reshape([b, t - 1, 1]);
-        let hidden = model
-            .core
-            .forward(model.embedding.forward(inputs), None)
-            .map_err(voxspec_train::TrainError::task)?;
-        // [b, t-1, vocab] → mean negative log-likelihood of the next tokens
-        let logp = log_softmax(model.head.forward(hidden), 2).gather(2, targets);
-        Ok(Losses::total(logp.mean().neg()))
-    }
-}
-
-/// Times every step after the warm-up.
-struct StepTimer {
-    warmup: usize,
-    last: Instant,
-    timed: Vec<Duration>,
-}
-
-impl TrainObserver for StepTimer {
-    fn on_step(&mut self, report: &StepReport) {
-        let now = Instant::now();
-        if report.step > self.warmup {
-            self.timed.push(now - self.last);
-        }
-        self.last = now;
-    }
-}
-
 #[derive(Debug, Serialize)]
 struct TrainReport {
     benchmark: &'static str,
@@ -255,66 +141,29 @@ struct TrainReport {
     cores: usize,
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
-
 pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.steps > 0, "--steps must be at least 1");
-    anyhow::ensure!(args.seq_len >= 2, "--seq-len must be at least 2");
-    let core = TransformerConfig::new()
-        .with_d_model(args.d_model)
-        .with_n_heads(args.heads)
-        .with_n_layers(args.layers)
-        .with_d_ff(4 * args.d_model)
-        .with_norm(NormKind::Layer)
-        .with_positions(PositionKind::Learned)
-        .with_mlp(MlpKind::Gelu)
-        .with_bias(true)
-        .with_dropout(0.0)
-        .with_max_seq_len(args.seq_len);
-    let task = LmTask {
-        core: core.clone(),
+    let bench = ThroughputConfig {
+        layers: args.layers,
+        d_model: args.d_model,
+        heads: args.heads,
         vocab: args.vocab,
-        data: RandomTokens {
-            batch: args.batch,
-            seq_len: args.seq_len,
-            vocab: args.vocab,
-        },
-    };
-    let config = TrainConfig {
-        max_steps: args.warmup + args.steps,
-        optimizer: OptimConfig {
-            lr: 3e-4,
-            warmup_steps: 0,
-            ..OptimConfig::default()
-        },
-        log_every: 1_000_000,
-        checkpoint_every: 0,
-        tensorboard: false,
-        ..TrainConfig::default()
+        batch: args.batch,
+        seq_len: args.seq_len,
+        warmup: args.warmup,
+        steps: args.steps,
     };
     let dir = tempfile::tempdir().context("creating a scratch run directory")?;
     let device = crate::device::single()?;
-    let parameters = task.init_model(&device)?.num_params();
     eprintln!(
         "training {} steps ({} warm-up) of a {:.1}M-parameter causal LM, batch {} x {}",
         args.steps + args.warmup,
         args.warmup,
-        parameters as f64 / 1e6,
+        bench.parameters(&device)? as f64 / 1e6,
         args.batch,
         args.seq_len
     );
-    let mut timer = StepTimer {
-        warmup: args.warmup,
-        last: Instant::now(),
-        timed: Vec::new(),
-    };
-    Trainer::new(config, task, dir.path(), &device).run(&mut timer)?;
-    let step = median(timer.timed.iter().map(Duration::as_secs_f64).collect());
-    let tokens = args.batch * args.seq_len;
-    let tps = tokens as f64 / step;
+    let measured = bench.measure(&device, dir.path())?;
+    let tps = measured.tokens_per_second;
     let config = serde_json::json!({
         "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
         "vocab": args.vocab, "batch": args.batch, "seq_len": args.seq_len,
@@ -328,10 +177,10 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
     let report = TrainReport {
         benchmark: "train",
         config,
-        parameters,
-        tokens_per_step: tokens,
-        timed_steps: timer.timed.len(),
-        median_step_seconds: step,
+        parameters: measured.parameters,
+        tokens_per_step: measured.tokens_per_step,
+        timed_steps: measured.timed_steps,
+        median_step_seconds: measured.median_step_seconds,
         tokens_per_second: tps,
         ratio_to_peer: peer.as_ref().map(|p| tps / p.tokens_per_second),
         peer,
@@ -404,7 +253,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     let aligned = model.is_aligned();
     let engine = NativeMtp::from_burn(&model, &config)
         .context("building the native engine from the AR model")?;
-    let bandwidth_gbs = read_bandwidth();
+    let bandwidth_gbs = voxspec_engine::read_bandwidth_gbs();
     let floor_ms = engine.weight_bytes() as f64 / (bandwidth_gbs * 1e6);
     let mut results = Vec::with_capacity(args.max_k * args.engine.len());
     for &kind in &args.engine {
@@ -463,33 +312,6 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// Read bandwidth of this machine with every thread, GB/s: the best of 5 passes summing a
-/// 256 MB buffer (past any cache). Weights larger than the caches cannot be read faster.
-fn read_bandwidth() -> f64 {
-    use rayon::prelude::*;
-    let data = vec![1.0f32; 64 << 20];
-    let mut best = f64::MAX;
-    for _ in 0..5 {
-        let t = Instant::now();
-        let sum: f32 = data
-            .par_chunks(1 << 16)
-            .map(|c| {
-                // Sixteen partial sums: vectorised, so the adds keep up with memory.
-                let mut acc = [0.0f32; 16];
-                for x in c.chunks_exact(16) {
-                    for (a, v) in acc.iter_mut().zip(x) {
-                        *a += v;
-                    }
-                }
-                acc.iter().sum::<f32>()
-            })
-            .sum();
-        std::hint::black_box(sum);
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    (data.len() * 4) as f64 / best / 1e9
 }
 
 fn write_report(path: &std::path::Path, report: &impl Serialize) -> anyhow::Result<()> {

@@ -49,6 +49,7 @@
 //! attention on one core.
 
 pub mod attention;
+pub mod bandwidth;
 pub mod cache;
 pub mod error;
 pub mod lm;
@@ -56,6 +57,7 @@ pub mod matmul;
 pub mod model;
 pub mod ops;
 
+pub use bandwidth::read_bandwidth_gbs;
 pub use cache::NativeCache;
 pub use error::{EngineError, Result};
 pub use matmul::{Kernel, PackedLinear};

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod params;
 pub mod run_dir;
 pub mod task;
+pub mod throughput;
 pub mod trainer;
 pub mod weights;
 
@@ -30,5 +31,6 @@ pub use metrics::{MetricsRecord, read_metrics};
 pub use params::param_paths;
 pub use run_dir::{RunStart, open_run, save_run_settings};
 pub use task::{BatchSource, Losses, Phase, TrainTask};
+pub use throughput::{Throughput, ThroughputConfig};
 pub use trainer::{StepReport, TrainObserver, TrainOutcome, Trainer};
 pub use weights::{load_weights, read_model_config, save_weights, write_model_config};
