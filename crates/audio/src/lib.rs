@@ -30,7 +30,7 @@ pub use resample::{
 pub use rustfft::num_complex::Complex;
 pub use signal::sine;
 pub use stft::{Spectrogram, Stft, StftConfig, hann_window};
-pub use wav::{WavFormat, f32_to_i16, write_wav};
+pub use wav::{WavFormat, f32_to_i16, wav_bytes, write_wav};
 
 #[cfg(test)]
 mod tests {

@@ -41,7 +41,7 @@ pub fn write_wav(path: &Path, audio: &Audio, format: WavFormat) -> Result<(), Au
             "must be positive to write a WAV file",
         ));
     }
-    let bytes = encode_wav(audio, format).map_err(|source| AudioError::Write {
+    let bytes = wav_bytes(audio, format).map_err(|source| AudioError::Write {
         path: path.to_path_buf(),
         source,
     })?;
@@ -59,8 +59,12 @@ pub fn write_wav(path: &Path, audio: &Audio, format: WavFormat) -> Result<(), Au
     Ok(())
 }
 
-/// Encode to an in-memory WAV file.
-fn encode_wav(audio: &Audio, format: WavFormat) -> io::Result<Vec<u8>> {
+/// `audio` as the bytes of a mono WAV file (what [`write_wav`] writes), e.g. for an HTTP
+/// response.
+///
+/// # Errors
+/// The encoder's, for a zero sample rate or more samples than a WAV file can hold.
+pub fn wav_bytes(audio: &Audio, format: WavFormat) -> io::Result<Vec<u8>> {
     let (bits_per_sample, sample_format) = match format {
         WavFormat::Pcm16 => (16, hound::SampleFormat::Int),
         WavFormat::Float32 => (32, hound::SampleFormat::Float),

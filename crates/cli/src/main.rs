@@ -16,6 +16,7 @@ mod groups;
 mod plots;
 mod prepare;
 mod progress;
+mod serve;
 mod stats;
 mod synth;
 mod teacher_cmd;
@@ -81,6 +82,8 @@ enum Command {
     Eval(eval_cmd::EvalCommand),
     /// Text to speech: AR model (any decoder) → NAR model → codec decoder → WAV.
     Synthesize(synth::SynthesizeArgs),
+    /// Serve speech over HTTP (OpenAI-style `POST /v1/audio/speech`, /health, /metrics).
+    Serve(serve::ServeArgs),
     /// Benchmarks that write JSON reports.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -133,6 +136,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Codec(cmd) => codec_cmd::run(cmd),
         Command::Eval(cmd) => eval_cmd::run(cmd),
         Command::Synthesize(args) => synth::synthesize(args),
+        Command::Serve(args) => serve::run(args),
         Command::Bench(cmd) => bench::run(cmd),
         Command::Stats(cmd) => stats::run(cmd),
         Command::Groups(cmd) => groups::run(cmd),

@@ -26,24 +26,13 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! # // The doc test writes an untrained experiment (its speech is noise) with the shipped codec.
 //! # let dir = tempfile::tempdir()?;
-//! # let device = Device::flex();
-//! # let codec_dir = std::path::Path::new("../../checkpoints/codec-minitts");
-//! # let (codec, _) = voxspec_codec::load_codec(codec_dir, &device)?;
-//! # let tokenizer = voxspec_data::TextTokenizer::train(
-//! #     Vec::<String>::new(), voxspec_data::TokenizerKind::Phoneme, &Default::default())?;
-//! # let (ar_dir, nar_dir) = (dir.path().join("ar"), dir.path().join("nar"));
-//! # std::fs::create_dir_all(&ar_dir)?;
-//! # tokenizer.save(&ar_dir.join("tokenizer.json"))?;
-//! # let ar = voxspec_mtp::MtpConfig::tiny(tokenizer.vocab_size(), codec.codebook_size);
-//! # let file = voxspec_mtp::MtpFile { model: ar.clone(), draft: None };
-//! # voxspec_mtp::save_mtp(&ar_dir, &file, &ar.init(&device)?)?;
-//! # let nar = voxspec_mtp::NarConfig::tiny(tokenizer.vocab_size(), codec.codebook_size, codec.n_q);
-//! # voxspec_mtp::save_nar(&nar_dir, &nar, &nar.init(&device)?)?;
+//! # let codec = std::path::Path::new("../../checkpoints/codec-minitts");
+//! # voxspec_tts::write_untrained_experiment(dir.path(), codec, &Device::flex())?;
 //! # let exp = dir.path();
 //! # let out = dir.path().join("cat.wav");
 //! // `exp` is an experiment directory, e.g. exp/minitts after the main recipe.
 //! let mut paths = ModelPaths::experiment(exp);
-//! # paths.codec = codec_dir.to_path_buf();
+//! # paths.codec = codec.to_path_buf();
 //! let pipeline = Pipeline::load(&paths, &Device::flex())?;
 //! let spec = DecoderSpec::Mtp { heads: 4 };
 //! let mut decoder = DecoderParts::default().build(&spec, &pipeline.lm)?;
@@ -75,9 +64,11 @@ mod decoders;
 mod engine;
 mod error;
 mod pipeline;
+mod untrained;
 
 pub use bench::{BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_decode_bench};
 pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
 pub use pipeline::{Lengths, ModelPaths, Pipeline, Synthesis, VoicePrompt};
+pub use untrained::write_untrained_experiment;

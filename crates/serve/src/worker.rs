@@ -1,0 +1,254 @@
+//! The synthesis worker: one thread owns the pipeline and runs requests in arrival order (the
+//! CPU is the bottleneck; HTTP handlers only wait on it). A request is checked here against the
+//! loaded models before it runs, and a panic inside one synthesis is caught and answered with a
+//! 500, so it never takes the server down.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use tokio::sync::oneshot;
+use voxspec_infer::SamplerConfig;
+use voxspec_tts::{DecoderParts, DecoderSpec, Lengths, Pipeline, RuleSpec, TtsError, VoicePrompt};
+
+use crate::api::SpeechRequest;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// Defaults of requests that leave a field out, and limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    /// Decoder of requests without `decoder`.
+    pub decoder: String,
+    /// Heads of requests without `heads`.
+    pub heads: usize,
+    /// Viterbi candidates per head.
+    pub top_k: usize,
+    /// Sampler of requests (their `temperature` and `seed` replace its own).
+    pub sampler: SamplerConfig,
+    /// Longest accepted `input`, in characters.
+    pub max_input_chars: usize,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Self {
+            decoder: "mtp-viterbi".into(),
+            heads: 4,
+            top_k: 5,
+            sampler: SamplerConfig::default(),
+            max_input_chars: 1000,
+        }
+    }
+}
+
+/// What one request produced.
+#[derive(Debug, Clone)]
+pub struct Speech {
+    /// The waveform.
+    pub samples: Vec<f32>,
+    /// Its sample rate.
+    pub sample_rate: u32,
+    /// AR codes generated.
+    pub tokens: usize,
+    /// Forwards of the AR model.
+    pub forwards: usize,
+    /// The decoder that ran ([`DecoderSpec::label`]).
+    pub decoder: String,
+}
+
+struct Job {
+    request: SpeechRequest,
+    reply: oneshot::Sender<Result<Speech, ApiError>>,
+}
+
+/// A handle on the worker: cheap to clone, one per HTTP handler.
+#[derive(Clone)]
+pub struct Synthesizer {
+    jobs: mpsc::Sender<Job>,
+    metrics: Arc<Metrics>,
+}
+
+/// What the worker owns.
+struct Worker {
+    pipeline: Pipeline,
+    parts: DecoderParts,
+    voices: BTreeMap<String, VoicePrompt>,
+    defaults: Defaults,
+}
+
+impl Synthesizer {
+    /// Starts the worker thread on `pipeline` with decoder `parts` (a transition matrix enables
+    /// `mtp-viterbi`) and the registered `voices`.
+    pub fn spawn(
+        pipeline: Pipeline,
+        parts: DecoderParts,
+        voices: BTreeMap<String, VoicePrompt>,
+        defaults: Defaults,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let worker = Worker {
+            pipeline,
+            parts,
+            voices,
+            defaults,
+        };
+        let m = metrics.clone();
+        std::thread::Builder::new()
+            .name("voxspec-synth".into())
+            .spawn(move || worker.run(queue, &m))
+            .map(|_| ())
+            .unwrap_or_else(|e| tracing::error!("cannot start the synthesis thread: {e}"));
+        Self { jobs, metrics }
+    }
+
+    /// Runs `request` on the worker and waits for its result.
+    ///
+    /// # Errors
+    /// [`ApiError`] 400 for a request the models cannot serve (naming the field), 500 when the
+    /// synthesis failed or panicked, 503 when the worker is gone.
+    pub async fn synthesize(&self, request: SpeechRequest) -> Result<Speech, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
+        if self.jobs.send(Job { request, reply }).is_err() {
+            self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            return Err(ApiError::unavailable("the synthesis worker has stopped"));
+        }
+        answer
+            .await
+            .map_err(|_| ApiError::unavailable("the synthesis worker has stopped"))?
+    }
+}
+
+impl Worker {
+    fn run(self, queue: mpsc::Receiver<Job>, metrics: &Metrics) {
+        for job in queue {
+            metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+            let start = Instant::now();
+            let result = catch_unwind(AssertUnwindSafe(|| self.serve(&job.request)))
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| panic.downcast_ref::<&str>().copied())
+                        .unwrap_or("no message");
+                    tracing::error!("a synthesis panicked: {what}");
+                    Err(ApiError::internal(format!(
+                        "the synthesis panicked: {what}"
+                    )))
+                });
+            if let Ok(speech) = &result {
+                metrics.record_speech(speech, start.elapsed().as_secs_f64());
+            }
+            // The client may have gone; nothing to do then.
+            let _ = job.reply.send(result);
+        }
+    }
+
+    /// The decoder of a request.
+    fn spec(&self, request: &SpeechRequest) -> Result<DecoderSpec, ApiError> {
+        let heads = request.heads.unwrap_or(self.defaults.heads);
+        if heads == 0 {
+            return Err(ApiError::bad_request("heads: must be at least 1"));
+        }
+        let name = request.decoder.as_deref().unwrap_or(&self.defaults.decoder);
+        Ok(match name {
+            "ar" => DecoderSpec::Ar,
+            "mtp" => DecoderSpec::Mtp { heads },
+            "mtp-viterbi" => DecoderSpec::MtpViterbi {
+                heads,
+                top_k: self.defaults.top_k,
+            },
+            "self-spec" => DecoderSpec::SelfSpec {
+                rule: RuleSpec::Sd,
+                gamma: heads.saturating_sub(1).max(1),
+            },
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "decoder: unknown decoder {other:?} (ar, mtp, mtp-viterbi, self-spec)"
+                )));
+            }
+        })
+    }
+
+    fn serve(&self, request: &SpeechRequest) -> Result<Speech, ApiError> {
+        let chars = request.input.chars().count();
+        if request.input.trim().is_empty() {
+            return Err(ApiError::bad_request("input: the text is empty"));
+        }
+        if chars > self.defaults.max_input_chars {
+            return Err(ApiError::bad_request(format!(
+                "input: {chars} characters, more than the server's limit of {}",
+                self.defaults.max_input_chars
+            )));
+        }
+        if request.stream {
+            return Err(ApiError::bad_request(
+                "stream: streaming responses are not supported yet; leave it false",
+            ));
+        }
+        let voice = match request.voice.as_deref() {
+            None | Some("default") => None,
+            Some(name) => Some(self.voices.get(name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "voice: unknown voice {name:?} (registered: default{})",
+                    self.voices
+                        .keys()
+                        .map(|k| format!(", {k}"))
+                        .collect::<String>()
+                ))
+            })?),
+        };
+        let pace = match request.speed {
+            None => 1.0,
+            Some(s) if (0.25..=4.0).contains(&s) => 1.0 / s,
+            Some(s) => {
+                return Err(ApiError::bad_request(format!(
+                    "speed: {s} is outside 0.25..=4"
+                )));
+            }
+        };
+        let mut sampler = self.defaults.sampler;
+        if let Some(t) = request.temperature {
+            sampler.temperature = t;
+        }
+        sampler
+            .validate()
+            .map_err(|e| ApiError::bad_request(format!("temperature: {e}")))?;
+        let spec = self.spec(request)?;
+        let mut decoder = self
+            .parts
+            .build(&spec, &self.pipeline.lm)
+            .map_err(|e| ApiError::bad_request(format!("decoder: {e}")))?;
+        let text = self
+            .pipeline
+            .text_ids(&request.input)
+            .map_err(|e| ApiError::bad_request(format!("input: {e}")))?;
+        let lengths = Lengths {
+            pace,
+            ..Lengths::default()
+        };
+        let ar_request = self
+            .pipeline
+            .request(&text, voice, &lengths, request.seed.unwrap_or(0))
+            .map_err(|e| match e {
+                TtsError::Text(m) => ApiError::bad_request(format!("input: {m}")),
+                other => ApiError::internal(other.to_string()),
+            })?;
+        let out = self
+            .pipeline
+            .synthesize(decoder.as_mut(), &ar_request, &text, voice, &sampler)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(Speech {
+            samples: out.samples,
+            sample_rate: self.pipeline.sample_rate(),
+            tokens: out.generation.tokens.len(),
+            forwards: out.generation.stats.target_forwards,
+            decoder: spec.label(),
+        })
+    }
+}

@@ -1,0 +1,221 @@
+//! The server on an untrained experiment with the shipped codec: audio comes back as WAV or PCM
+//! (equal samples, same seed → same bytes), every bad request gets a 4xx JSON error naming the
+//! field and none stops the server, the metrics count what happened, and `serve` answers over a
+//! real socket and shuts down gracefully.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use burn::tensor::Device;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use voxspec_serve::{Defaults, ServerConfig, build_app, serve};
+use voxspec_tts::{DecoderParts, Pipeline, write_untrained_experiment};
+
+fn app(dir: &Path) -> Router {
+    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
+    let device = Device::flex();
+    let paths = write_untrained_experiment(dir, &codec, &device).unwrap();
+    let pipeline = Pipeline::load(&paths, &device).unwrap();
+    let config = ServerConfig {
+        defaults: Defaults {
+            decoder: "mtp".into(),
+            heads: 2,
+            max_input_chars: 200,
+            ..Defaults::default()
+        },
+        max_body_bytes: 4096,
+        ..ServerConfig::default()
+    };
+    build_app(pipeline, DecoderParts::default(), &config).unwrap()
+}
+
+async fn call(app: &Router, method: &str, uri: &str, body: Body) -> (StatusCode, String, Vec<u8>) {
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, content_type, bytes.to_vec())
+}
+
+async fn speak(app: &Router, body: Value) -> (StatusCode, String, Vec<u8>) {
+    call(
+        app,
+        "POST",
+        "/v1/audio/speech",
+        Body::from(body.to_string()),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speech_health_metrics_and_bad_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+
+    let (status, _, body) = call(&app, "GET", "/health", Body::empty()).await;
+    assert_eq!(status, StatusCode::OK);
+    let health: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(health["status"], "ok");
+    let rate = health["sample_rate"].as_u64().unwrap();
+
+    // WAV: a valid 16-bit mono file at the codec's rate; the same seed gives the same bytes.
+    let request = json!({"model": "tts-1", "input": "The cat sat on the mat.", "voice": "default", "seed": 7});
+    let (status, content_type, wav) = speak(&app, request.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&wav));
+    assert_eq!(content_type, "audio/wav");
+    let reader = hound::WavReader::new(std::io::Cursor::new(&wav)).unwrap();
+    let spec = reader.spec();
+    assert_eq!((spec.channels, spec.bits_per_sample), (1, 16));
+    assert_eq!(u64::from(spec.sample_rate), rate);
+    let samples: Vec<i16> = reader.into_samples().map(Result::unwrap).collect();
+    assert!(!samples.is_empty());
+    assert_eq!(speak(&app, request.clone()).await.2, wav);
+
+    // PCM: the same samples, little-endian, no header.
+    let mut pcm_request = request.clone();
+    pcm_request["response_format"] = json!("pcm");
+    let (status, content_type, pcm) = speak(&app, pcm_request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type, "audio/pcm");
+    let pcm: Vec<i16> = pcm
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(pcm, samples);
+
+    // Bad requests: a 4xx with a JSON error naming the field; the server goes on.
+    let long = "word ".repeat(60);
+    let cases: Vec<(Value, StatusCode, &str)> = vec![
+        (json!({"input": "   "}), StatusCode::BAD_REQUEST, "input"),
+        (json!({"input": long}), StatusCode::BAD_REQUEST, "limit"),
+        (
+            json!({"input": "hi", "voice": "nobody"}),
+            StatusCode::BAD_REQUEST,
+            "voice",
+        ),
+        (
+            json!({"input": "hi", "decoder": "magic"}),
+            StatusCode::BAD_REQUEST,
+            "unknown decoder",
+        ),
+        (
+            json!({"input": "hi", "decoder": "mtp-viterbi"}),
+            StatusCode::BAD_REQUEST,
+            "transition matrix",
+        ),
+        (
+            json!({"input": "hi", "heads": 0}),
+            StatusCode::BAD_REQUEST,
+            "heads",
+        ),
+        (
+            json!({"input": "hi", "heads": 9}),
+            StatusCode::BAD_REQUEST,
+            "prediction heads",
+        ),
+        (
+            json!({"input": "hi", "speed": 10.0}),
+            StatusCode::BAD_REQUEST,
+            "speed",
+        ),
+        (
+            json!({"input": "hi", "stream": true}),
+            StatusCode::BAD_REQUEST,
+            "stream",
+        ),
+        (
+            json!({"input": "hi", "temperature": -1.0}),
+            StatusCode::BAD_REQUEST,
+            "temperature",
+        ),
+        (
+            json!({"input": "hi", "response_format": "mp3"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "response_format",
+        ),
+        (
+            json!({"voice": "default"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "input",
+        ),
+    ];
+    for (body, expected, needle) in &cases {
+        let (status, content_type, bytes) = speak(&app, body.clone()).await;
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(status, *expected, "{body}: {text}");
+        assert_eq!(content_type, "application/json", "{body}");
+        let error: Value = serde_json::from_slice(&bytes).unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    let (status, _, _) = call(&app, "POST", "/v1/audio/speech", Body::from("{not json")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let huge = json!({"input": "a".repeat(10_000)}).to_string();
+    let (status, _, _) = call(&app, "POST", "/v1/audio/speech", Body::from(huge)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(speak(&app, request).await.0, StatusCode::OK);
+
+    // Metrics: 4 answered with audio, every bad request counted.
+    let (status, content_type, body) = call(&app, "GET", "/metrics", Body::empty()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(content_type.starts_with("text/plain"));
+    let text = String::from_utf8(body).unwrap();
+    assert!(
+        text.contains("voxspec_requests_total{outcome=\"ok\"} 4"),
+        "{text}"
+    );
+    let client = format!(
+        "voxspec_requests_total{{outcome=\"client_error\"}} {}",
+        cases.len() + 2
+    );
+    assert!(text.contains(&client), "{text}");
+    assert!(text.contains("voxspec_queue_depth 0"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_over_a_socket_and_shuts_down_gracefully() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    let response = tokio::task::spawn_blocking(move || {
+        let body = json!({"input": "Hello there.", "response_format": "pcm"}).to_string();
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            stream,
+            "POST /v1/audio/speech HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).unwrap();
+        response
+    })
+    .await
+    .unwrap();
+    let head = String::from_utf8_lossy(&response[..response.len().min(200)]).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_lowercase().contains("x-sample-rate"), "{head}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
