@@ -13,10 +13,10 @@ use crate::synth::{ModelArgs, SamplingArgs};
 /// response_format wav|pcm, speed; plus decoder, heads, seed, temperature), `GET /health`,
 /// `GET /metrics` (Prometheus text).
 ///
-/// Requests run one at a time on one worker that owns the models; bad requests get a 4xx JSON
-/// error naming the field. Ctrl-C or SIGTERM stops accepting connections and finishes the
-/// requests in flight. Streaming responses and batching of concurrent requests are not built
-/// yet.
+/// One worker owns the models and decodes the requests waiting for it (up to --max-batch, same
+/// decoder and sampler) as one batch; bad requests get a 4xx JSON error naming the field. Ctrl-C
+/// or SIGTERM stops accepting connections and finishes the requests in flight. Streaming
+/// responses are not built yet.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -37,6 +37,13 @@ pub struct ServeArgs {
     /// Repeat for several.
     #[arg(long, value_name = "NAME=FILE")]
     voice: Vec<String>,
+    /// Most requests decoded together (waiting requests with the same decoder and sampler form
+    /// one batch; each keeps its own seed).
+    #[arg(long, default_value_t = 8)]
+    max_batch: usize,
+    /// Milliseconds the worker waits for more requests after the first of a batch.
+    #[arg(long, default_value_t = 5)]
+    batch_wait_ms: u64,
     /// Longest accepted input text, characters.
     #[arg(long, default_value_t = 1000)]
     max_input_chars: usize,
@@ -78,6 +85,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             top_k: args.top_k,
             sampler: args.sampling.config()?,
             max_input_chars: args.max_input_chars,
+            max_batch: args.max_batch,
+            batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
         },
         voices,
         max_body_bytes: args.max_body_bytes,

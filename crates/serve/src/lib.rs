@@ -3,15 +3,18 @@
 //! - `POST /v1/audio/speech` — body `{"input": "...", "voice": "default", "response_format":
 //!   "wav"|"pcm", "speed": 1.0}` as OpenAI's, plus `decoder` (`ar`, `mtp`, `mtp-viterbi`,
 //!   `self-spec`), `heads`, `seed` and `temperature`; answers with the audio (headers
-//!   `x-sample-rate`, `x-ar-tokens`, `x-ar-forwards`, `x-decoder`). Bad requests get a 4xx with
+//!   `x-sample-rate`, `x-ar-tokens`, `x-ar-forwards`, `x-decoder`, `x-batch`). Bad requests get a 4xx with
 //!   `{"error": {"message", "type"}}` naming the field.
 //! - `GET /health` — status, sample rate, registered voices.
 //! - `GET /metrics` — Prometheus text: requests by outcome, queue depth, audio and synthesis
 //!   seconds, AR tokens and forwards.
 //!
-//! Requests run one at a time on a worker thread that owns the models ([`Synthesizer`]); a
-//! panic in one synthesis answers that request with a 500 and the server goes on. Not built yet:
-//! streaming responses (`stream: true` is refused), batching concurrent requests, voice upload.
+//! A worker thread owns the models ([`Synthesizer`]). It takes the requests waiting when it is
+//! free (up to [`Defaults::max_batch`]) and decodes those with the same decoder and sampler as
+//! one batch — each keeps its own seed, so a request gets the same audio in a batch as alone. A
+//! batch runs to its end before the next forms (not yet continuous batching). A panic in a
+//! synthesis answers its batch with a 500 and the server goes on. Not built yet: streaming
+//! responses (`stream: true` is refused), voice upload.
 
 #![warn(missing_docs)]
 

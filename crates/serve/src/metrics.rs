@@ -19,6 +19,8 @@ pub struct Metrics {
     pub server_errors: AtomicU64,
     /// Requests waiting for the worker.
     pub queue_depth: AtomicI64,
+    batches: AtomicU64,
+    batched: AtomicU64,
     tokens: AtomicU64,
     forwards: AtomicU64,
     /// Seconds of audio produced and seconds spent producing it.
@@ -26,8 +28,8 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Adds one finished synthesis that took `seconds` of wall time.
-    pub fn record_speech(&self, speech: &Speech, seconds: f64) {
+    /// Adds one finished synthesis.
+    pub fn record_speech(&self, speech: &Speech) {
         self.tokens
             .fetch_add(speech.tokens as u64, Ordering::Relaxed);
         self.forwards
@@ -35,6 +37,14 @@ impl Metrics {
         let audio = speech.samples.len() as f64 / f64::from(speech.sample_rate.max(1));
         if let Ok(mut s) = self.seconds.lock() {
             s.0 += audio;
+        }
+    }
+
+    /// Adds one batch of `size` requests that took `seconds` of wall time.
+    pub fn record_batch(&self, size: usize, seconds: f64) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.batched.fetch_add(size as u64, Ordering::Relaxed);
+        if let Ok(mut s) = self.seconds.lock() {
             s.1 += seconds;
         }
     }
@@ -74,6 +84,18 @@ impl Metrics {
                 String::new(),
                 self.queue_depth.load(Ordering::Relaxed).max(0).to_string(),
             )],
+        );
+        metric(
+            "voxspec_batches_total",
+            "counter",
+            "Batches decoded.",
+            &[(String::new(), get(&self.batches))],
+        );
+        metric(
+            "voxspec_batched_requests_total",
+            "counter",
+            "Requests decoded in batches (divided by the batches: the mean batch size).",
+            &[(String::new(), get(&self.batched))],
         );
         metric(
             "voxspec_audio_seconds_total",

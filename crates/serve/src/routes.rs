@@ -116,6 +116,7 @@ async fn run(state: &AppState, request: SpeechRequest) -> Result<Response, ApiEr
     headers.insert("x-sample-rate", HeaderValue::from(rate));
     headers.insert("x-ar-tokens", HeaderValue::from(speech.tokens));
     headers.insert("x-ar-forwards", HeaderValue::from(speech.forwards));
+    headers.insert("x-batch", HeaderValue::from(speech.batch));
     if let Ok(v) = HeaderValue::from_str(&speech.decoder) {
         headers.insert("x-decoder", v);
     }

@@ -8,11 +8,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use voxspec_infer::SamplerConfig;
-use voxspec_tts::{DecoderParts, DecoderSpec, Lengths, Pipeline, RuleSpec, TtsError, VoicePrompt};
+use voxspec_tts::{
+    DecoderParts, DecoderSpec, Lengths, Pipeline, RuleSpec, SpeechItem, TtsError, VoicePrompt,
+};
 
 use crate::api::SpeechRequest;
 use crate::error::ApiError;
@@ -31,6 +33,12 @@ pub struct Defaults {
     pub sampler: SamplerConfig,
     /// Longest accepted `input`, in characters.
     pub max_input_chars: usize,
+    /// Most requests decoded together: the worker takes up to this many waiting requests and
+    /// runs those with the same decoder and sampler as one batch.
+    pub max_batch: usize,
+    /// How long the worker waits for more requests after the first of a batch (latency traded
+    /// for throughput; zero: it takes only what is already waiting).
+    pub batch_wait: Duration,
 }
 
 impl Default for Defaults {
@@ -41,6 +49,8 @@ impl Default for Defaults {
             top_k: 5,
             sampler: SamplerConfig::default(),
             max_input_chars: 1000,
+            max_batch: 8,
+            batch_wait: Duration::from_millis(5),
         }
     }
 }
@@ -58,6 +68,8 @@ pub struct Speech {
     pub forwards: usize,
     /// The decoder that ran ([`DecoderSpec::label`]).
     pub decoder: String,
+    /// Requests in the batch it ran in (itself included).
+    pub batch: usize,
 }
 
 struct Job {
@@ -126,10 +138,48 @@ impl Synthesizer {
 
 impl Worker {
     fn run(self, queue: mpsc::Receiver<Job>, metrics: &Metrics) {
-        for job in queue {
-            metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
+        // Block for one request, then take what arrives within the batch wait, up to the limit.
+        while let Ok(first) = queue.recv() {
+            let deadline = Instant::now() + self.defaults.batch_wait;
+            let mut jobs = vec![first];
+            while jobs.len() < self.defaults.max_batch.max(1) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let next = if left.is_zero() {
+                    queue.try_recv().ok()
+                } else {
+                    queue.recv_timeout(left).ok()
+                };
+                match next {
+                    Some(job) => jobs.push(job),
+                    None => break,
+                }
+            }
+            metrics
+                .queue_depth
+                .fetch_sub(jobs.len() as i64, Ordering::Relaxed);
+            self.run_jobs(jobs, metrics);
+        }
+    }
+
+    /// Checks every job (answering the bad ones), then runs the others in batches of equal
+    /// decoder and sampler.
+    fn run_jobs(&self, jobs: Vec<Job>, metrics: &Metrics) {
+        let mut groups: Vec<(Plan, Vec<(SpeechItem<'_>, Job)>)> = Vec::new();
+        for job in jobs {
+            match self.prepare(&job.request) {
+                Ok((plan, item)) => match groups.iter_mut().find(|(p, _)| *p == plan) {
+                    Some((_, members)) => members.push((item, job)),
+                    None => groups.push((plan, vec![(item, job)])),
+                },
+                Err(e) => {
+                    let _ = job.reply.send(Err(e));
+                }
+            }
+        }
+        for (plan, members) in groups {
             let start = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(|| self.serve(&job.request)))
+            let (items, jobs): (Vec<SpeechItem<'_>>, Vec<Job>) = members.into_iter().unzip();
+            let result = catch_unwind(AssertUnwindSafe(|| self.run_batch(&plan, &items)))
                 .unwrap_or_else(|panic| {
                     let what = panic
                         .downcast_ref::<String>()
@@ -141,12 +191,45 @@ impl Worker {
                         "the synthesis panicked: {what}"
                     )))
                 });
-            if let Ok(speech) = &result {
-                metrics.record_speech(speech, start.elapsed().as_secs_f64());
+            let seconds = start.elapsed().as_secs_f64();
+            metrics.record_batch(jobs.len(), seconds);
+            match result {
+                Ok(speeches) => {
+                    for (speech, job) in speeches.into_iter().zip(jobs) {
+                        metrics.record_speech(&speech);
+                        // The client may have gone; nothing to do then.
+                        let _ = job.reply.send(Ok(speech));
+                    }
+                }
+                Err(e) => {
+                    for job in jobs {
+                        let _ = job.reply.send(Err(e.clone()));
+                    }
+                }
             }
-            // The client may have gone; nothing to do then.
-            let _ = job.reply.send(result);
         }
+    }
+
+    fn run_batch(&self, plan: &Plan, items: &[SpeechItem<'_>]) -> Result<Vec<Speech>, ApiError> {
+        let mut decoder = self
+            .parts
+            .build(&plan.spec, &self.pipeline.lm)
+            .map_err(|e| ApiError::bad_request(format!("decoder: {e}")))?;
+        let out = self
+            .pipeline
+            .synthesize_batch(decoder.as_mut(), items, &plan.sampler)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(out
+            .into_iter()
+            .map(|o| Speech {
+                samples: o.samples,
+                sample_rate: self.pipeline.sample_rate(),
+                tokens: o.generation.tokens.len(),
+                forwards: o.generation.stats.target_forwards,
+                decoder: plan.spec.label(),
+                batch: items.len(),
+            })
+            .collect())
     }
 
     /// The decoder of a request.
@@ -175,7 +258,9 @@ impl Worker {
         })
     }
 
-    fn serve(&self, request: &SpeechRequest) -> Result<Speech, ApiError> {
+    /// Checks `request` against the models and makes its AR request; the decoder is built here
+    /// once so a request it cannot serve is refused before any batch runs.
+    fn prepare(&self, request: &SpeechRequest) -> Result<(Plan, SpeechItem<'_>), ApiError> {
         let chars = request.input.chars().count();
         if request.input.trim().is_empty() {
             return Err(ApiError::bad_request("input: the text is empty"));
@@ -220,8 +305,7 @@ impl Worker {
             .validate()
             .map_err(|e| ApiError::bad_request(format!("temperature: {e}")))?;
         let spec = self.spec(request)?;
-        let mut decoder = self
-            .parts
+        self.parts
             .build(&spec, &self.pipeline.lm)
             .map_err(|e| ApiError::bad_request(format!("decoder: {e}")))?;
         let text = self
@@ -239,16 +323,20 @@ impl Worker {
                 TtsError::Text(m) => ApiError::bad_request(format!("input: {m}")),
                 other => ApiError::internal(other.to_string()),
             })?;
-        let out = self
-            .pipeline
-            .synthesize(decoder.as_mut(), &ar_request, &text, voice, &sampler)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok(Speech {
-            samples: out.samples,
-            sample_rate: self.pipeline.sample_rate(),
-            tokens: out.generation.tokens.len(),
-            forwards: out.generation.stats.target_forwards,
-            decoder: spec.label(),
-        })
+        Ok((
+            Plan { spec, sampler },
+            SpeechItem {
+                request: ar_request,
+                text,
+                prompt: voice,
+            },
+        ))
     }
+}
+
+/// What a batch shares: the decoder and the sampler.
+#[derive(Debug, Clone, PartialEq)]
+struct Plan {
+    spec: DecoderSpec,
+    sampler: SamplerConfig,
 }

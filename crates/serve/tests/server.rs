@@ -5,6 +5,7 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -17,6 +18,11 @@ use voxspec_serve::{Defaults, ServerConfig, build_app, serve};
 use voxspec_tts::{DecoderParts, Pipeline, write_untrained_experiment};
 
 fn app(dir: &Path) -> Router {
+    app_with(dir, Duration::ZERO)
+}
+
+/// The app with `batch_wait`: how long the worker gathers requests for a batch.
+fn app_with(dir: &Path, batch_wait: Duration) -> Router {
     let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
     let device = Device::flex();
     let paths = write_untrained_experiment(dir, &codec, &device).unwrap();
@@ -26,6 +32,7 @@ fn app(dir: &Path) -> Router {
             decoder: "mtp".into(),
             heads: 2,
             max_input_chars: 200,
+            batch_wait,
             ..Defaults::default()
         },
         max_body_bytes: 4096,
@@ -185,6 +192,53 @@ async fn speech_health_metrics_and_bad_requests() {
     );
     assert!(text.contains(&client), "{text}");
     assert!(text.contains("voxspec_queue_depth 0"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_are_batched_and_get_their_own_audio() {
+    let dir = tempfile::tempdir().unwrap();
+    // A long wait makes the batching certain on a busy machine.
+    let app = app_with(dir.path(), Duration::from_millis(200));
+    const SENTENCES: [&str; 3] = [
+        "Hello.",
+        "The cat sat on the mat.",
+        "Good morning to you all.",
+    ];
+    let body = |i: usize| json!({"input": SENTENCES[i % 3], "seed": i, "response_format": "pcm"});
+    let mut alone = Vec::new();
+    for i in 0..6 {
+        let (status, _, bytes) = speak(&app, body(i)).await;
+        assert_eq!(status, StatusCode::OK);
+        alone.push(bytes);
+    }
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let request = Request::builder()
+                    .method("POST")
+                    .uri("/v1/audio/speech")
+                    .header("content-type", "application/json")
+                    .body(Body::from(body(i).to_string()))
+                    .unwrap();
+                let response = app.oneshot(request).await.unwrap();
+                let batch: usize = response.headers()["x-batch"]
+                    .to_str()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                let bytes = response.into_body().collect().await.unwrap().to_bytes();
+                (batch, bytes.to_vec())
+            })
+        })
+        .collect();
+    let mut largest = 0;
+    for (i, call) in calls.into_iter().enumerate() {
+        let (batch, bytes) = call.await.unwrap();
+        largest = largest.max(batch);
+        assert_eq!(bytes, alone[i], "request {i} (batch of {batch})");
+    }
+    assert!(largest > 1, "six concurrent requests never shared a batch");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

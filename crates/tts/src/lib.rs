@@ -70,5 +70,5 @@ pub use bench::{BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_
 pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
-pub use pipeline::{Lengths, ModelPaths, Pipeline, Synthesis, VoicePrompt};
+pub use pipeline::{Lengths, ModelPaths, Pipeline, SpeechItem, Synthesis, VoicePrompt};
 pub use untrained::write_untrained_experiment;

@@ -109,6 +109,18 @@ pub struct VoicePrompt {
     pub text: Vec<u32>,
 }
 
+/// One utterance of a batch: its AR request, its text ids (without a prompt's transcript) and
+/// its voice prompt.
+#[derive(Debug, Clone)]
+pub struct SpeechItem<'a> {
+    /// The AR request ([`Pipeline::request`]).
+    pub request: Request<TtsPrompt>,
+    /// The text ids the request was made from.
+    pub text: Vec<u32>,
+    /// The voice prompt, if any.
+    pub prompt: Option<&'a VoicePrompt>,
+}
+
 /// What one synthesis produced.
 pub struct Synthesis {
     /// The AR stage's tokens, stop reason and decoding statistics.
@@ -372,28 +384,63 @@ impl Pipeline {
         prompt: Option<&VoicePrompt>,
         sampler: &SamplerConfig,
     ) -> Result<Synthesis> {
-        let start = Instant::now();
-        let generation = decoder
-            .generate(&self.lm, std::slice::from_ref(request), sampler)?
-            .into_iter()
-            .next()
+        let item = SpeechItem {
+            request: request.clone(),
+            text: text.to_vec(),
+            prompt,
+        };
+        self.synthesize_batch(decoder, std::slice::from_ref(&item), sampler)?
+            .pop()
             .ok_or_else(|| TtsError::Decoder {
                 spec: decoder.name(),
                 reason: "the decoder returned no sequence".into(),
-            })?;
-        let ar_seconds = start.elapsed().as_secs_f64();
+            })
+    }
+
+    /// Runs the AR stage of every item in one batched decode (ragged lengths; each request keeps
+    /// its own seed, so an item's codes do not depend on its batch), then the NAR and the codec
+    /// decoder item by item. Each [`Synthesis::ar_seconds`] is the batch's AR time.
+    ///
+    /// # Errors
+    /// The decoder's, the NAR's and the codec's, each naming its stage.
+    pub fn synthesize_batch(
+        &self,
+        decoder: &mut dyn Decoder<ArEngine>,
+        items: &[SpeechItem<'_>],
+        sampler: &SamplerConfig,
+    ) -> Result<Vec<Synthesis>> {
+        let requests: Vec<Request<TtsPrompt>> = items.iter().map(|i| i.request.clone()).collect();
         let start = Instant::now();
-        let samples = if generation.tokens.is_empty() {
-            Vec::new()
-        } else {
-            self.vocode(text, prompt, &generation.tokens)?
-        };
-        Ok(Synthesis {
-            generation,
-            ar_seconds,
-            rest_seconds: start.elapsed().as_secs_f64(),
-            samples,
-        })
+        let generations = decoder.generate(&self.lm, &requests, sampler)?;
+        let ar_seconds = start.elapsed().as_secs_f64();
+        if generations.len() != items.len() {
+            return Err(TtsError::Decoder {
+                spec: decoder.name(),
+                reason: format!(
+                    "{} sequences returned for {} requests",
+                    generations.len(),
+                    items.len()
+                ),
+            });
+        }
+        items
+            .iter()
+            .zip(generations)
+            .map(|(item, generation)| {
+                let start = Instant::now();
+                let samples = if generation.tokens.is_empty() {
+                    Vec::new()
+                } else {
+                    self.vocode(&item.text, item.prompt, &generation.tokens)?
+                };
+                Ok(Synthesis {
+                    generation,
+                    ar_seconds,
+                    rest_seconds: start.elapsed().as_secs_f64(),
+                    samples,
+                })
+            })
+            .collect()
     }
 
     /// NAR layers 2..N from the AR's RVQ-1 codes `first`, then the codec decoder; the prompt's
