@@ -2,27 +2,15 @@
 
 use std::path::PathBuf;
 
+use voxspec_nn::weights::WeightError;
+
 /// Errors raised while loading or running codec components.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A JSON config file could not be parsed.
-    #[error("{path} is not a valid config file: {source}")]
-    ConfigParse {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    /// A config or weight file could not be read, or does not match the model (the message
+    /// names the file and tensor).
+    #[error(transparent)]
+    Weights(#[from] WeightError),
     /// A config field holds a value this implementation does not support.
     #[error("config field `{field}`: {reason}")]
     InvalidConfig {
@@ -30,52 +18,6 @@ pub enum CodecError {
         field: &'static str,
         /// What is wrong with it.
         reason: String,
-    },
-    /// A weight file is not a readable safetensors file.
-    #[error("{path} is not a valid safetensors file: {reason}")]
-    Safetensors {
-        /// The file.
-        path: PathBuf,
-        /// What the parser reported.
-        reason: String,
-    },
-    /// A tensor the model needs is absent from the weight file.
-    #[error("tensor `{name}` is missing from {path}")]
-    MissingTensor {
-        /// The tensor name as expected in the file.
-        name: String,
-        /// The file.
-        path: PathBuf,
-    },
-    /// A tensor of the weight file does not have the shape the config implies.
-    #[error("tensor `{name}` in {path} has shape {found:?}, but the config implies {expected:?}")]
-    ShapeMismatch {
-        /// The tensor name in the file.
-        name: String,
-        /// The file.
-        path: PathBuf,
-        /// The shape implied by the config (in the file's layout).
-        expected: Vec<usize>,
-        /// The shape found in the file.
-        found: Vec<usize>,
-    },
-    /// The weight file holds tensors no module consumes.
-    #[error("{path} holds {} tensor(s) the model does not use: {names:?}", names.len())]
-    UnexpectedTensors {
-        /// The file.
-        path: PathBuf,
-        /// The unused tensor names.
-        names: Vec<String>,
-    },
-    /// A tensor is stored with an element type the loader cannot convert.
-    #[error("tensor `{name}` in {path} has dtype {dtype}; expected F32, F16 or BF16")]
-    UnsupportedDtype {
-        /// The tensor name in the file.
-        name: String,
-        /// The file.
-        path: PathBuf,
-        /// The dtype found.
-        dtype: String,
     },
     /// A waveform is too short to produce a single frame.
     #[error("waveform of {samples} samples is shorter than the receptive field ({min} samples)")]

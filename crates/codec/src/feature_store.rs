@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
+use voxspec_nn::weights::{WeightError, read_bytes};
 
 use crate::error::CodecError;
 
@@ -127,7 +128,7 @@ fn list_shards(dir: &Path, split: &str) -> Result<Vec<PathBuf>, CodecError> {
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let io = |source| CodecError::Io {
+    let io = |source| WeightError::Io {
         path: dir.to_path_buf(),
         source,
     };
@@ -153,7 +154,7 @@ fn list_shards(dir: &Path, split: &str) -> Result<Vec<PathBuf>, CodecError> {
 
 /// The header of a safetensors file, read without its data: metadata and tensor names.
 fn read_header(path: &Path) -> Result<(FeatureStoreMeta, Vec<String>), CodecError> {
-    let io = |source| CodecError::Io {
+    let io = |source| WeightError::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -280,10 +281,7 @@ impl FeatureStoreReader {
         let Some(path) = self.location.get(id) else {
             return Ok(None);
         };
-        let bytes = std::fs::read(path).map_err(|source| CodecError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = read_bytes(path)?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| store_err(path, format!("not a safetensors file: {e}")))?;
         let view = st
@@ -345,7 +343,7 @@ impl FeatureStoreWriter {
                 format!("dim and frame_rate must be positive: {meta:?}"),
             ));
         }
-        std::fs::create_dir_all(dir).map_err(|source| CodecError::Io {
+        std::fs::create_dir_all(dir).map_err(|source| WeightError::Io {
             path: dir.to_path_buf(),
             source,
         })?;

@@ -8,6 +8,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use voxspec_codec::hubert::KEY_MAP;
 use voxspec_codec::{CodecError, Hubert, HubertTeacher, LayerSelection, SemanticTeacher};
+use voxspec_nn::weights::WeightError;
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -224,7 +225,10 @@ fn shape_mismatch_names_tensor_and_both_shapes() {
         e.2.truncate(32 * 31 * 4);
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::ShapeMismatch { .. }), "{err:?}");
+    assert!(
+        matches!(err, CodecError::Weights(WeightError::ShapeMismatch { .. })),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("encoder.layers.1.attention.q_proj.weight"),
@@ -242,7 +246,10 @@ fn missing_tensor_is_named() {
         entries.retain(|e| e.0 != "encoder.layers.1.final_layer_norm.bias");
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::MissingTensor { .. }), "{err:?}");
+    assert!(
+        matches!(err, CodecError::Weights(WeightError::MissingTensor { .. })),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("encoder.layers.1.final_layer_norm.bias"),
@@ -261,7 +268,10 @@ fn unexpected_tensor_is_named() {
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
     assert!(
-        matches!(err, CodecError::UnexpectedTensors { .. }),
+        matches!(
+            err,
+            CodecError::Weights(WeightError::UnexpectedTensors { .. })
+        ),
         "{err:?}"
     );
     assert!(
@@ -277,12 +287,18 @@ fn wrong_files_are_named() {
     let weights = dir.path().join("model.safetensors");
     std::fs::write(&weights, b"this is not a safetensors file").unwrap();
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::Safetensors { .. }), "{err:?}");
+    assert!(
+        matches!(err, CodecError::Weights(WeightError::Safetensors { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("model.safetensors"), "{err}");
 
     std::fs::remove_file(dir.path().join("config.json")).unwrap();
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::Io { .. }), "{err:?}");
+    assert!(
+        matches!(err, CodecError::Weights(WeightError::Io { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("config.json"), "{err}");
 }
 

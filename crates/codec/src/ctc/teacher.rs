@@ -17,6 +17,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use voxspec_data::TextTokenizer;
+use voxspec_nn::weights::{WeightError, read_json};
 
 use super::cer::ErrorCounts;
 use super::decode::greedy_decode;
@@ -135,23 +136,25 @@ impl CtcTeacher {
         let mut model = file.model.init(device)?;
         let weights = dir.join(WEIGHTS_FILE);
         if !weights.is_file() {
-            return Err(CodecError::Io {
+            return Err(WeightError::Io {
                 path: weights,
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            });
+            }
+            .into());
         }
         let mut store = SafetensorsStore::from_file(&weights);
         let applied = model
             .load_from(&mut store)
-            .map_err(|e| CodecError::Safetensors {
+            .map_err(|e| WeightError::Safetensors {
                 path: weights.clone(),
                 reason: e.to_string(),
             })?;
         if !applied.errors.is_empty() || !applied.missing.is_empty() {
-            return Err(CodecError::Safetensors {
+            return Err(WeightError::Safetensors {
                 path: weights,
                 reason: applied.to_string(),
-            });
+            }
+            .into());
         }
         let tokenizer = TextTokenizer::load(&dir.join(TOKENIZER_FILE))?;
         Self::new(
@@ -167,10 +170,10 @@ impl CtcTeacher {
     /// temporary file first and renamed into place.
     ///
     /// # Errors
-    /// [`CodecError::Io`] or [`CodecError::Safetensors`] naming the file.
+    /// [`WeightError::Io`] or [`WeightError::Safetensors`] naming the file.
     pub fn save(&self, dir: impl AsRef<Path>) -> Result<(), CodecError> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| CodecError::Io {
+        std::fs::create_dir_all(dir).map_err(|source| WeightError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
@@ -187,17 +190,20 @@ impl CtcTeacher {
         };
         let config_path = dir.join(CONFIG_FILE);
         let json =
-            serde_json::to_string_pretty(&file).map_err(|source| CodecError::ConfigParse {
+            serde_json::to_string_pretty(&file).map_err(|source| WeightError::ConfigParse {
                 path: config_path.clone(),
                 source,
             })?;
         voxspec_data::write_atomic(&config_path, json.as_bytes())?;
         self.tokenizer.save(&dir.join(TOKENIZER_FILE))?;
         let weights = dir.join(WEIGHTS_FILE);
-        voxspec_train::save_weights(&self.model, &weights).map_err(|e| CodecError::Safetensors {
-            path: weights.clone(),
-            reason: e.to_string(),
-        })
+        voxspec_train::save_weights(&self.model, &weights).map_err(|e| {
+            WeightError::Safetensors {
+                path: weights.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(())
     }
 
     /// The model.
@@ -450,19 +456,11 @@ impl SemanticTeacher for CtcTeacher {
 /// Reads and checks `<dir>/config.json` of a CTC teacher.
 ///
 /// # Errors
-/// [`CodecError::Io`], [`CodecError::ConfigParse`], or [`CodecError::InvalidConfig`] when the
+/// [`WeightError::Io`], [`WeightError::ConfigParse`], or [`CodecError::InvalidConfig`] when the
 /// `kind` is not [`CTC_KIND`].
 pub fn read_teacher_file(dir: &Path) -> Result<CtcTeacherFile, CodecError> {
     let path: PathBuf = dir.join(CONFIG_FILE);
-    let bytes = std::fs::read(&path).map_err(|source| CodecError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let file: CtcTeacherFile =
-        serde_json::from_slice(&bytes).map_err(|source| CodecError::ConfigParse {
-            path: path.clone(),
-            source,
-        })?;
+    let file: CtcTeacherFile = read_json(&path)?;
     if file.kind != CTC_KIND {
         return Err(CodecError::InvalidConfig {
             field: "kind",

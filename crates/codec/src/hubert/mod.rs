@@ -18,7 +18,6 @@
 mod loader;
 
 pub use loader::{CONFIG_FILE, IGNORED, KEY_MAP, PREPROCESSOR_FILE, WEIGHTS_FILE};
-pub(crate) use loader::{WeightFile, read_json};
 
 use burn::config::Config;
 use burn::module::Module;
