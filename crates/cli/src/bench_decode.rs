@@ -14,13 +14,13 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::Args;
 use serde::Serialize;
-use voxspec_codec::ctc::{ForcedChoice, LengthNorm};
-use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
 use voxspec_data::{Progress, read_manifest};
 use voxspec_infer::{
     DecodeStats, SequenceNll, SimilarityGroups, StopReason, Transitions, groups_of_mean_size,
     sequence_nll,
 };
+use voxspec_teacher::ctc::{ForcedChoice, LengthNorm};
+use voxspec_teacher::{CtcTeacher, ErrorCounts, SemanticTeacher};
 
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;

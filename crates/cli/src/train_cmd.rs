@@ -12,11 +12,11 @@ use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
-use voxspec_codec::LayerSelection;
-use voxspec_codec::ctc::{
+use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
+use voxspec_teacher::LayerSelection;
+use voxspec_teacher::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
 };
-use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
 use voxspec_train::{LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
 
 use crate::progress::Bar;

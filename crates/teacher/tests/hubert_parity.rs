@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::{Device, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
-use voxspec_codec::hubert::KEY_MAP;
-use voxspec_codec::{CodecError, Hubert, HubertTeacher, LayerSelection, SemanticTeacher};
 use voxspec_nn::weights::WeightError;
+use voxspec_teacher::hubert::KEY_MAP;
+use voxspec_teacher::{Hubert, HubertTeacher, LayerSelection, SemanticTeacher, TeacherError};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -226,7 +226,10 @@ fn shape_mismatch_names_tensor_and_both_shapes() {
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
     assert!(
-        matches!(err, CodecError::Weights(WeightError::ShapeMismatch { .. })),
+        matches!(
+            err,
+            TeacherError::Weights(WeightError::ShapeMismatch { .. })
+        ),
         "{err:?}"
     );
     let msg = err.to_string();
@@ -247,7 +250,10 @@ fn missing_tensor_is_named() {
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
     assert!(
-        matches!(err, CodecError::Weights(WeightError::MissingTensor { .. })),
+        matches!(
+            err,
+            TeacherError::Weights(WeightError::MissingTensor { .. })
+        ),
         "{err:?}"
     );
     let msg = err.to_string();
@@ -270,7 +276,7 @@ fn unexpected_tensor_is_named() {
     assert!(
         matches!(
             err,
-            CodecError::Weights(WeightError::UnexpectedTensors { .. })
+            TeacherError::Weights(WeightError::UnexpectedTensors { .. })
         ),
         "{err:?}"
     );
@@ -288,7 +294,7 @@ fn wrong_files_are_named() {
     std::fs::write(&weights, b"this is not a safetensors file").unwrap();
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
     assert!(
-        matches!(err, CodecError::Weights(WeightError::Safetensors { .. })),
+        matches!(err, TeacherError::Weights(WeightError::Safetensors { .. })),
         "{err:?}"
     );
     assert!(err.to_string().contains("model.safetensors"), "{err}");
@@ -296,7 +302,7 @@ fn wrong_files_are_named() {
     std::fs::remove_file(dir.path().join("config.json")).unwrap();
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
     assert!(
-        matches!(err, CodecError::Weights(WeightError::Io { .. })),
+        matches!(err, TeacherError::Weights(WeightError::Io { .. })),
         "{err:?}"
     );
     assert!(err.to_string().contains("config.json"), "{err}");
@@ -338,7 +344,7 @@ fn teacher_selects_layers() {
     assert!(
         matches!(
             err,
-            CodecError::WaveTooShort {
+            TeacherError::WaveTooShort {
                 samples: 399,
                 min: 400
             }
@@ -349,7 +355,7 @@ fn teacher_selects_layers() {
     assert!(
         matches!(
             err,
-            CodecError::LayerOutOfRange {
+            TeacherError::LayerOutOfRange {
                 layer: 3,
                 available: 3
             }
@@ -385,7 +391,7 @@ fn key_map_covers_the_checkpoint() {
         .flat_map(|f| read_entries(&fixture(f).join("model.safetensors")));
     for (name, _, _) in &entries.collect::<Vec<_>>() {
         let known = KEY_MAP.iter().any(|(hf, _)| matches_pattern(hf, name))
-            || voxspec_codec::hubert::IGNORED.contains(&name.as_str());
+            || voxspec_teacher::hubert::IGNORED.contains(&name.as_str());
         assert!(known, "{name} is not in KEY_MAP");
     }
     assert!(!matches_pattern(

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use voxspec_nn::weights::{WeightFile, read_bytes, read_json};
 
 use super::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig};
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Hugging Face tensor name → Burn module path. `{i}`: feature-encoder layer, `{l}`:
 /// transformer layer, `{wb}`: `weight`|`bias`, `{proj}`: `q`|`k`|`v`|`out`.
@@ -167,13 +167,13 @@ impl Default for HfPreprocessorConfig {
     }
 }
 
-fn parse_act(field: &'static str, name: &str) -> Result<HiddenAct, CodecError> {
+fn parse_act(field: &'static str, name: &str) -> Result<HiddenAct, TeacherError> {
     match name {
         "gelu" => Ok(HiddenAct::Gelu),
         "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(HiddenAct::GeluTanh),
         "relu" => Ok(HiddenAct::Relu),
         "silu" | "swish" => Ok(HiddenAct::Silu),
-        other => Err(CodecError::InvalidConfig {
+        other => Err(TeacherError::InvalidConfig {
             field,
             reason: format!("unsupported activation {other:?}"),
         }),
@@ -188,27 +188,27 @@ impl HubertConfig {
     /// # Errors
     /// Unreadable or malformed files (named), unsupported settings (`conv_pos_batch_norm`,
     /// adapters, unknown activations or norms) and inconsistent fields.
-    pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self, CodecError> {
+    pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self, TeacherError> {
         let path = path.as_ref();
         let hf: HfConfig = read_json(path)?;
         let feat_extract_norm = match hf.feat_extract_norm.as_str() {
             "group" => FeatExtractNorm::Group,
             "layer" => FeatExtractNorm::Layer,
             other => {
-                return Err(CodecError::InvalidConfig {
+                return Err(TeacherError::InvalidConfig {
                     field: "feat_extract_norm",
                     reason: format!("{other:?} is neither \"group\" nor \"layer\""),
                 });
             }
         };
         if hf.conv_pos_batch_norm {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "conv_pos_batch_norm",
                 reason: "batch-normalised positional convolution is not supported".into(),
             });
         }
         if hf.adapter_attn_dim.is_some() {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "adapter_attn_dim",
                 reason: "attention adapters are not supported".into(),
             });
@@ -254,7 +254,7 @@ impl Hubert {
     /// # Errors
     /// Unreadable or malformed files, missing or unexpected tensors and shape mismatches, each
     /// naming the file and tensor.
-    pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self, CodecError> {
+    pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self, TeacherError> {
         let path = path.as_ref();
         let (config_path, weights_path) = if path.is_dir() {
             (path.join(CONFIG_FILE), path.join(WEIGHTS_FILE))
@@ -274,7 +274,7 @@ impl Hubert {
         config: &HubertConfig,
         path: impl AsRef<Path>,
         device: &Device,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         let path = path.as_ref();
         config.validate()?;
         let bytes = read_bytes(path)?;
@@ -314,7 +314,7 @@ fn model_prefix(file: &WeightFile<'_>) -> &'static str {
 }
 
 impl HubertWeights<'_> {
-    fn linear(&mut self, linear: &mut Linear, name: &str) -> Result<(), CodecError> {
+    fn linear(&mut self, linear: &mut Linear, name: &str) -> Result<(), TeacherError> {
         let [d_in, d_out] = linear.weight.shape().dims();
         // PyTorch [out, in] → Burn [in, out].
         let weight = self.file.read(&format!("{name}.weight"), [d_out, d_in])?;
@@ -326,7 +326,7 @@ impl HubertWeights<'_> {
         Ok(())
     }
 
-    fn layer_norm(&mut self, norm: &mut LayerNorm, name: &str) -> Result<(), CodecError> {
+    fn layer_norm(&mut self, norm: &mut LayerNorm, name: &str) -> Result<(), TeacherError> {
         let [d] = norm.gamma.shape().dims();
         norm.gamma = Param::from_tensor(self.file.read(&format!("{name}.weight"), [d])?);
         if norm.beta.is_some() {
@@ -337,7 +337,7 @@ impl HubertWeights<'_> {
         Ok(())
     }
 
-    fn group_norm(&mut self, norm: &mut GroupNorm, name: &str) -> Result<(), CodecError> {
+    fn group_norm(&mut self, norm: &mut GroupNorm, name: &str) -> Result<(), TeacherError> {
         let d = norm.num_channels;
         if norm.gamma.is_some() {
             norm.gamma = Some(Param::from_tensor(
@@ -352,7 +352,7 @@ impl HubertWeights<'_> {
         Ok(())
     }
 
-    fn conv_bias(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), CodecError> {
+    fn conv_bias(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), TeacherError> {
         if conv.bias.is_some() {
             let [c_out, _, _] = conv.weight.shape().dims();
             conv.bias = Some(Param::from_tensor(
@@ -362,7 +362,7 @@ impl HubertWeights<'_> {
         Ok(())
     }
 
-    fn conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), CodecError> {
+    fn conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), TeacherError> {
         let shape: [usize; 3] = conv.weight.shape().dims();
         conv.weight = Param::from_tensor(self.file.read(&format!("{name}.weight"), shape)?);
         self.conv_bias(conv, name)
@@ -370,7 +370,7 @@ impl HubertWeights<'_> {
 
     /// A convolution weight-normalised over dim 2: `weight = g · v / ‖v‖`, the norm taken over
     /// dims 0 and 1 separately for each kernel tap.
-    fn weight_norm_conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), CodecError> {
+    fn weight_norm_conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), TeacherError> {
         let shape: [usize; 3] = conv.weight.shape().dims();
         let pairs = [
             ("weight_g", "weight_v"),
@@ -397,7 +397,7 @@ impl HubertWeights<'_> {
     }
 
     /// Assigns every parameter of `model` from the file (see [`KEY_MAP`]).
-    fn assign(&mut self, model: &mut Hubert) -> Result<(), CodecError> {
+    fn assign(&mut self, model: &mut Hubert) -> Result<(), TeacherError> {
         for (i, layer) in model.feature_extractor.conv_layers.iter_mut().enumerate() {
             let name = format!("feature_extractor.conv_layers.{i}");
             self.conv(&mut layer.conv, &format!("{name}.conv"))?;

@@ -25,7 +25,7 @@ use super::forced_choice::{ClipVerdict, ForcedChoice, LogProbs};
 use super::frontend::{Frontend, FrontendConfig};
 use super::host_f32;
 use super::model::{BLANK, CtcModel, CtcModelConfig};
-use crate::error::CodecError;
+use crate::error::TeacherError;
 use crate::teacher::{LayerSelection, SemanticTeacher};
 
 /// `kind` written in a CTC teacher's `config.json`.
@@ -67,17 +67,17 @@ impl CtcTeacher {
     /// Wraps a model; `layer` picks the features of [`SemanticTeacher::features`].
     ///
     /// # Errors
-    /// [`CodecError::InvalidConfig`] when the vocabulary size differs from the model's, and
-    /// [`CodecError::LayerOutOfRange`] for a layer above `n_layers`.
+    /// [`TeacherError::InvalidConfig`] when the vocabulary size differs from the model's, and
+    /// [`TeacherError::LayerOutOfRange`] for a layer above `n_layers`.
     pub fn new(
         config: CtcModelConfig,
         model: CtcModel,
         frontend: FrontendConfig,
         tokenizer: TextTokenizer,
         layer: LayerSelection,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         if tokenizer.vocab_size() != model.vocab_size() {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "vocab_size",
                 reason: format!(
                     "the tokenizer has {} tokens but the model {} classes",
@@ -87,7 +87,7 @@ impl CtcTeacher {
             });
         }
         if frontend.n_mels != config.n_mels {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "n_mels",
                 reason: format!(
                     "the front end gives {} bands but the model reads {}",
@@ -110,13 +110,13 @@ impl CtcTeacher {
     /// The same teacher with another feature layer.
     ///
     /// # Errors
-    /// [`CodecError::LayerOutOfRange`] for an index above `n_layers`.
-    pub fn with_layer(mut self, layer: LayerSelection) -> Result<Self, CodecError> {
+    /// [`TeacherError::LayerOutOfRange`] for an index above `n_layers`.
+    pub fn with_layer(mut self, layer: LayerSelection) -> Result<Self, TeacherError> {
         let available = self.model.n_layers() + 1;
         if let LayerSelection::Index(i) = layer
             && i >= available
         {
-            return Err(CodecError::LayerOutOfRange {
+            return Err(TeacherError::LayerOutOfRange {
                 layer: i,
                 available,
             });
@@ -130,7 +130,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// Missing or malformed files (named), a config of another kind, weights that do not fit.
-    pub fn load(dir: impl AsRef<Path>, device: &Device) -> Result<Self, CodecError> {
+    pub fn load(dir: impl AsRef<Path>, device: &Device) -> Result<Self, TeacherError> {
         let dir = dir.as_ref();
         let file = read_teacher_file(dir)?;
         let mut model = file.model.init(device)?;
@@ -171,7 +171,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// [`WeightError::Io`] or [`WeightError::Safetensors`] naming the file.
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<(), CodecError> {
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<(), TeacherError> {
         let dir = dir.as_ref();
         std::fs::create_dir_all(dir).map_err(|source| WeightError::Io {
             path: dir.to_path_buf(),
@@ -235,8 +235,8 @@ impl CtcTeacher {
     /// with references normalised this way.
     ///
     /// # Errors
-    /// [`CodecError::Data`] if the normaliser fails.
-    pub fn normalize(&self, text: &str) -> Result<String, CodecError> {
+    /// [`TeacherError::Data`] if the normaliser fails.
+    pub fn normalize(&self, text: &str) -> Result<String, TeacherError> {
         Ok(self.tokenizer.normalize(text)?)
     }
 
@@ -244,13 +244,13 @@ impl CtcTeacher {
     ///
     /// # Shapes
     /// `waves`: `batch` slices → `[batch, frames, n_mels]` and the valid frames of each.
-    fn batch_features(&self, waves: &[&[f32]]) -> Result<(Tensor<3>, Vec<usize>), CodecError> {
+    fn batch_features(&self, waves: &[&[f32]]) -> Result<(Tensor<3>, Vec<usize>), TeacherError> {
         let min = 1;
         let feats: Vec<Vec<f32>> = waves
             .iter()
             .map(|w| {
                 if w.len() < min {
-                    Err(CodecError::WaveTooShort {
+                    Err(TeacherError::WaveTooShort {
                         samples: w.len(),
                         min,
                     })
@@ -276,9 +276,9 @@ impl CtcTeacher {
     /// Greedy transcripts of several waveforms (at [`SemanticTeacher::sample_rate`]), batched.
     ///
     /// # Errors
-    /// [`CodecError::WaveTooShort`] for an empty waveform, and model
+    /// [`TeacherError::WaveTooShort`] for an empty waveform, and model
     /// errors (e.g. audio longer than `max_seq_len` frames).
-    pub fn transcribe_batch(&self, waves: &[&[f32]]) -> Result<Vec<String>, CodecError> {
+    pub fn transcribe_batch(&self, waves: &[&[f32]]) -> Result<Vec<String>, TeacherError> {
         if waves.is_empty() {
             return Ok(Vec::new());
         }
@@ -294,7 +294,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// As [`CtcTeacher::transcribe_batch`].
-    pub fn transcribe(&self, wave: &[f32]) -> Result<String, CodecError> {
+    pub fn transcribe(&self, wave: &[f32]) -> Result<String, TeacherError> {
         Ok(self
             .transcribe_batch(&[wave])?
             .into_iter()
@@ -311,7 +311,7 @@ impl CtcTeacher {
         &self,
         wave: &[f32],
         reference: &str,
-    ) -> Result<(String, ErrorCounts), CodecError> {
+    ) -> Result<(String, ErrorCounts), TeacherError> {
         let hyp = self.transcribe(wave)?;
         let counts = ErrorCounts::between(&hyp, &self.normalize(reference)?);
         Ok((hyp, counts))
@@ -324,9 +324,9 @@ impl CtcTeacher {
     /// `waves`: `batch` slices → `batch` × `[frames_b, vocab]` at 50 Hz.
     ///
     /// # Errors
-    /// As [`CtcTeacher::transcribe_batch`]; [`CodecError::TensorRead`] if the values cannot be
+    /// As [`CtcTeacher::transcribe_batch`]; [`TeacherError::TensorRead`] if the values cannot be
     /// read back.
-    pub fn log_probs_batch(&self, waves: &[&[f32]]) -> Result<Vec<LogProbs>, CodecError> {
+    pub fn log_probs_batch(&self, waves: &[&[f32]]) -> Result<Vec<LogProbs>, TeacherError> {
         if waves.is_empty() {
             return Ok(Vec::new());
         }
@@ -350,16 +350,16 @@ impl CtcTeacher {
     /// index in `set` of clip `b`'s own transcript.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] when `own` and `waves` differ in length or an index is not
+    /// [`TeacherError::InvalidInput`] when `own` and `waves` differ in length or an index is not
     /// a candidate; as [`CtcTeacher::log_probs_batch`].
     pub fn forced_choice(
         &self,
         set: &ForcedChoice,
         waves: &[&[f32]],
         own: &[usize],
-    ) -> Result<Vec<ClipVerdict>, CodecError> {
+    ) -> Result<Vec<ClipVerdict>, TeacherError> {
         if own.len() != waves.len() {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "forced-choice clips",
                 reason: format!(
                     "{} waveforms but {} own transcripts",
@@ -382,7 +382,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// As [`CtcTeacher::transcribe`].
-    pub fn log_probs(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+    pub fn log_probs(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError> {
         let (x, lengths) = self.batch_features(&[wave])?;
         let out = self.model.forward(x, &lengths)?;
         Ok(log_softmax(out.logits, 2).squeeze_dim::<2>(0))
@@ -393,7 +393,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// As [`SemanticTeacher::features`].
-    pub fn features_batch(&self, waves: &[&[f32]]) -> Result<Vec<Tensor<2>>, CodecError> {
+    pub fn features_batch(&self, waves: &[&[f32]]) -> Result<Vec<Tensor<2>>, TeacherError> {
         if waves.is_empty() {
             return Ok(Vec::new());
         }
@@ -442,11 +442,11 @@ impl SemanticTeacher for CtcTeacher {
         self.model.output_frames(self.frontend.num_frames(samples))
     }
 
-    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError> {
         self.features_batch(&[wave])?
             .into_iter()
             .next()
-            .ok_or(CodecError::InvalidInput {
+            .ok_or(TeacherError::InvalidInput {
                 what: "ctc features",
                 reason: "no output for one waveform".into(),
             })
@@ -456,13 +456,13 @@ impl SemanticTeacher for CtcTeacher {
 /// Reads and checks `<dir>/config.json` of a CTC teacher.
 ///
 /// # Errors
-/// [`WeightError::Io`], [`WeightError::ConfigParse`], or [`CodecError::InvalidConfig`] when the
+/// [`WeightError::Io`], [`WeightError::ConfigParse`], or [`TeacherError::InvalidConfig`] when the
 /// `kind` is not [`CTC_KIND`].
-pub fn read_teacher_file(dir: &Path) -> Result<CtcTeacherFile, CodecError> {
+pub fn read_teacher_file(dir: &Path) -> Result<CtcTeacherFile, TeacherError> {
     let path: PathBuf = dir.join(CONFIG_FILE);
     let file: CtcTeacherFile = read_json(&path)?;
     if file.kind != CTC_KIND {
-        return Err(CodecError::InvalidConfig {
+        return Err(TeacherError::InvalidConfig {
             field: "kind",
             reason: format!(
                 "{} has kind {:?}, expected {CTC_KIND:?}",
