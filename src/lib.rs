@@ -1,8 +1,8 @@
 //! voxspec: codec-based language-model text-to-speech with a fast autoregressive stage.
 //!
 //! This root crate re-exports every library crate of the workspace (`voxspec::audio`, `data`,
-//! `nn`, `train`, `codec`, `infer`, `mtp`, `draft`, `engine`, `tts`) so downstream projects can depend on one
-//! name, and hosts the end-to-end tests under `tests/`.
+//! `nn`, `train`, `codec`, `teacher`, `infer`, `mtp`, `draft`, `engine`, `tts`, `serve`) so
+//! downstream projects can depend on one name, and hosts the end-to-end tests under `tests/`.
 
 pub use voxspec_audio as audio;
 pub use voxspec_codec as codec;
@@ -12,5 +12,7 @@ pub use voxspec_engine as engine;
 pub use voxspec_infer as infer;
 pub use voxspec_mtp as mtp;
 pub use voxspec_nn as nn;
+pub use voxspec_serve as serve;
+pub use voxspec_teacher as teacher;
 pub use voxspec_train as train;
 pub use voxspec_tts as tts;

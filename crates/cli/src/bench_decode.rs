@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use voxspec_codec::CtcTeacher;
 use voxspec_data::read_manifest;
+use voxspec_teacher::CtcTeacher;
 use voxspec_tts::{
     BenchSettings, DecodeRow, DecoderGrid, DecoderParts, DecoderSpec, Judge, Pipeline, RuleSpec,
     TtsError, load_draft, run_decode_bench,

@@ -23,8 +23,9 @@ use voxspec_codec::speechtokenizer::train::{
     CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
 };
 use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
-use voxspec_codec::{FeatureStoreReader, SpeechTokenizer, SpeechTokenizerConfig};
+use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig};
 use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
+use voxspec_teacher::FeatureStoreReader;
 use voxspec_train::{TrainObserver, Trainer};
 
 use crate::progress::Bar;

@@ -10,9 +10,10 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use clap::Args;
 use serde::Serialize;
 use voxspec_audio::{Audio, WavFormat};
-use voxspec_codec::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
-use voxspec_codec::{ErrorCounts, McdConfig, MelCepstralDistortion, SemanticTeacher};
+use voxspec_codec::{McdConfig, MelCepstralDistortion};
 use voxspec_data::{Progress, Utterance, read_manifest};
+use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
+use voxspec_teacher::{ErrorCounts, SemanticTeacher};
 
 use crate::codec_cmd::{load_codec, read_audio};
 use crate::progress::Bar;

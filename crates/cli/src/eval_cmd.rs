@@ -1,5 +1,5 @@
 //! `voxspec eval intelligibility`: forced-choice sentence identification by the CTC teacher
-//! (`voxspec_codec::ctc::forced_choice`), with the teacher's greedy CER beside it.
+//! (`voxspec_teacher::ctc::forced_choice`), with the teacher's greedy CER beside it.
 
 use std::path::{Path, PathBuf};
 
@@ -7,9 +7,9 @@ use anyhow::Context;
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use rayon::prelude::*;
 use serde::Serialize;
-use voxspec_codec::SemanticTeacher;
-use voxspec_codec::ctc::{CtcTeacher, ForcedChoice, ForcedChoiceSummary, LengthNorm};
 use voxspec_data::{Progress, read_manifest};
+use voxspec_teacher::SemanticTeacher;
+use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, ForcedChoiceSummary, LengthNorm};
 
 use crate::progress::Bar;
 use crate::teacher_cmd::load_ctc_teacher;

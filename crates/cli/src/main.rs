@@ -103,7 +103,7 @@ fn init_logging(verbose: u8) {
     // itself (naming the file): one message per failure, so its log is shown only with -vv.
     let default = match verbose {
         0 => {
-            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_train=info,symphonia_core=off,symphonia=off"
+            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_teacher=info,voxspec_train=info,symphonia_core=off,symphonia=off"
         }
         1 => "info,symphonia_core=off,symphonia=off",
         2 => "debug",

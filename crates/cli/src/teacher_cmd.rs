@@ -7,12 +7,12 @@ use anyhow::Context;
 use burn::tensor::{Device, Tensor};
 use clap::{Args, Subcommand};
 use rayon::prelude::*;
-use voxspec_codec::ctc::{CTC_KIND, CtcTeacher};
-use voxspec_codec::{
+use voxspec_data::{Progress, Utterance, read_manifest};
+use voxspec_teacher::ctc::{CTC_KIND, CtcTeacher};
+use voxspec_teacher::{
     FeatureStoreMeta, FeatureStoreWriter, Features, Hubert, HubertTeacher, LayerSelection,
     SemanticTeacher,
 };
-use voxspec_data::{Progress, Utterance, read_manifest};
 
 use crate::progress::Bar;
 use crate::train_cmd::score_manifest;

@@ -10,11 +10,11 @@ use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
-use voxspec_codec::LayerSelection;
-use voxspec_codec::ctc::{
+use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
+use voxspec_teacher::LayerSelection;
+use voxspec_teacher::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
 };
-use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
 use voxspec_train::Trainer;
 
 use crate::progress::Bar;

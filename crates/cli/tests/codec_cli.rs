@@ -7,8 +7,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use voxspec_audio::{Audio, WavFormat, resampled_len, write_wav};
-use voxspec_codec::{FeatureStoreMeta, FeatureStoreWriter, Features};
 use voxspec_data::{TokenStore, read_manifest};
+use voxspec_teacher::{FeatureStoreMeta, FeatureStoreWriter, Features};
 
 use common::{fail, ok, s};
 

@@ -6,8 +6,8 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use voxspec_codec::FeatureStoreReader;
 use voxspec_data::read_manifest;
+use voxspec_teacher::FeatureStoreReader;
 
 use common::{prepared, s, text, voxspec};
 

@@ -2,96 +2,22 @@
 
 use std::path::PathBuf;
 
+use voxspec_nn::weights::WeightError;
+
 /// Errors raised while loading or running codec components.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
-    /// A file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A JSON config file could not be parsed.
-    #[error("{path} is not a valid config file: {source}")]
-    ConfigParse {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        #[source]
-        source: serde_json::Error,
-    },
+    /// A config or weight file could not be read, or does not match the model (the message
+    /// names the file and tensor).
+    #[error(transparent)]
+    Weights(#[from] WeightError),
     /// A config field holds a value this implementation does not support.
     #[error("config field `{field}`: {reason}")]
     InvalidConfig {
-        /// The field (Hugging Face name where there is one).
+        /// The field (the checkpoint package's name where there is one).
         field: &'static str,
         /// What is wrong with it.
         reason: String,
-    },
-    /// A weight file is not a readable safetensors file.
-    #[error("{path} is not a valid safetensors file: {reason}")]
-    Safetensors {
-        /// The file.
-        path: PathBuf,
-        /// What the parser reported.
-        reason: String,
-    },
-    /// A tensor the model needs is absent from the weight file.
-    #[error("tensor `{name}` is missing from {path}")]
-    MissingTensor {
-        /// The tensor name as expected in the file.
-        name: String,
-        /// The file.
-        path: PathBuf,
-    },
-    /// A tensor of the weight file does not have the shape the config implies.
-    #[error("tensor `{name}` in {path} has shape {found:?}, but the config implies {expected:?}")]
-    ShapeMismatch {
-        /// The tensor name in the file.
-        name: String,
-        /// The file.
-        path: PathBuf,
-        /// The shape implied by the config (in the file's layout).
-        expected: Vec<usize>,
-        /// The shape found in the file.
-        found: Vec<usize>,
-    },
-    /// The weight file holds tensors no module consumes.
-    #[error("{path} holds {} tensor(s) the model does not use: {names:?}", names.len())]
-    UnexpectedTensors {
-        /// The file.
-        path: PathBuf,
-        /// The unused tensor names.
-        names: Vec<String>,
-    },
-    /// A tensor is stored with an element type the loader cannot convert.
-    #[error("tensor `{name}` in {path} has dtype {dtype}; expected F32, F16 or BF16")]
-    UnsupportedDtype {
-        /// The tensor name in the file.
-        name: String,
-        /// The file.
-        path: PathBuf,
-        /// The dtype found.
-        dtype: String,
-    },
-    /// A waveform is too short to produce a single frame.
-    #[error("waveform of {samples} samples is shorter than the receptive field ({min} samples)")]
-    WaveTooShort {
-        /// Samples given.
-        samples: usize,
-        /// Samples needed for one frame.
-        min: usize,
-    },
-    /// A requested hidden-state index does not exist.
-    #[error("hidden state {layer} requested, but the model has {available} (0..={})", available - 1)]
-    LayerOutOfRange {
-        /// The requested index.
-        layer: usize,
-        /// Number of hidden states (num_hidden_layers + 1).
-        available: usize,
     },
     /// Reading a tensor back from the device failed.
     #[error("cannot read tensor `{what}` back from the device: {reason}")]
@@ -99,31 +25,6 @@ pub enum CodecError {
         /// What was being read.
         what: &'static str,
         /// The backend's message.
-        reason: String,
-    },
-    /// An argument does not have the size or values an operation needs.
-    #[error("invalid {what}: {reason}")]
-    InvalidInput {
-        /// What was passed (argument or tensor).
-        what: &'static str,
-        /// What is wrong, with the values involved.
-        reason: String,
-    },
-    /// Audio decoding, resampling or the log-mel front end failed (the message names the file).
-    #[error(transparent)]
-    Audio(#[from] voxspec_audio::AudioError),
-    /// Manifests, the tokenizer or bucketing failed (the message names the file or id).
-    #[error(transparent)]
-    Data(#[from] voxspec_data::DataError),
-    /// The transformer rejected its config or input.
-    #[error("transformer: {0}")]
-    Nn(#[from] voxspec_nn::NnError),
-    /// A feature store shard is malformed or does not match the store's settings.
-    #[error("feature store {path}: {reason}")]
-    FeatureStore {
-        /// The shard or directory.
-        path: PathBuf,
-        /// What is wrong.
         reason: String,
     },
     /// A quantizer layer range is empty or exceeds the layers.

@@ -12,6 +12,8 @@
 //!   of new positions (1 for plain decoding, γ + 1 for speculative verification) against it;
 //!   [`KvCache::truncate`] / [`KvCache::truncate_seq`] roll sequences back in O(1), by different
 //!   amounts if need be.
+//! - [`weights`]: reading the config and safetensors weights of models trained elsewhere
+//!   ([`weights::WeightFile`], [`weights::read_json`]), with errors naming file and tensor.
 //!
 //! ```no_run
 //! use burn::tensor::{Device, Tensor};
@@ -37,6 +39,7 @@ pub mod mlp;
 pub mod norm;
 pub mod positions;
 pub mod transformer;
+pub mod weights;
 
 pub use attention::SelfAttention;
 pub use error::{NnError, Result};

@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use voxspec_codec::ctc::{ForcedChoice, LengthNorm};
-use voxspec_codec::{CtcTeacher, ErrorCounts, SemanticTeacher};
 use voxspec_data::{Progress, Utterance};
 use voxspec_infer::{
     DecodeStats, Decoder, SamplerConfig, SequenceNll, SimilarityGroups, StopReason, sequence_nll,
 };
 use voxspec_mtp::{MtpModel, forward_costs};
+use voxspec_teacher::ctc::{ForcedChoice, LengthNorm};
+use voxspec_teacher::{CtcTeacher, ErrorCounts, SemanticTeacher};
 
 use crate::decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec};
 use crate::engine::ArEngine;

@@ -75,9 +75,12 @@ pub enum TtsError {
     /// Reading, resampling or writing audio failed.
     #[error(transparent)]
     Audio(#[from] voxspec_audio::AudioError),
-    /// The codec or the CTC teacher failed.
+    /// The codec failed.
     #[error(transparent)]
     Codec(#[from] voxspec_codec::CodecError),
+    /// The CTC teacher (the benchmark's judge) failed.
+    #[error(transparent)]
+    Teacher(#[from] voxspec_teacher::TeacherError),
 }
 
 impl TtsError {

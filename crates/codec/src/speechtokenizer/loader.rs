@@ -20,14 +20,13 @@ use burn::module::Param;
 use burn::nn::Linear;
 use burn::nn::conv::{Conv1d, ConvTranspose1d};
 use burn::tensor::{Device, Tensor};
-use safetensors::SafeTensors;
 use serde::Deserialize;
+use voxspec_nn::weights::{WeightError, WeightFile, read_bytes, read_json};
 
 use super::layers::{LstmDirection, SLstm};
 use super::seanet::{ResnetBlock, SeanetConfig};
 use super::{SpeechTokenizer, SpeechTokenizerConfig};
 use crate::error::CodecError;
-use crate::hubert::{WeightFile, read_json};
 use crate::quant::{EuclideanCodebook, replace_buffer};
 
 /// Package tensor name → Burn module path. `{i}`: index in the package's `nn.Sequential`,
@@ -182,21 +181,15 @@ impl SpeechTokenizer {
         device: &Device,
     ) -> Result<Self, CodecError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| CodecError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| CodecError::Safetensors {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
+        let bytes = read_bytes(path)?;
+        let file = WeightFile::parse(&bytes, path, device)?;
         let mut model = config.init(device)?;
         let mut ckpt = Checkpoint {
-            file: WeightFile::new(tensors, path, device),
+            file,
             problems: Vec::new(),
         };
         ckpt.assign(&mut model);
-        if let Err(e) = ckpt.file.check_unused() {
+        if let Err(e) = ckpt.file.check_unused(&[]) {
             ckpt.problems.push(e.to_string());
         }
         if !ckpt.problems.is_empty() {
@@ -207,7 +200,7 @@ impl SpeechTokenizer {
         }
         tracing::info!(
             path = %path.display(),
-            tensors = ckpt.file.used.len(),
+            tensors = ckpt.file.used_count(),
             n_q = config.n_q,
             "loaded SpeechTokenizer weights"
         );
@@ -226,9 +219,9 @@ impl Checkpoint<'_> {
         match self.file.read(name, shape) {
             Ok(t) => Some(t),
             Err(e) => {
-                if let CodecError::ShapeMismatch { name, .. } = &e {
+                if let WeightError::ShapeMismatch { name, .. } = &e {
                     // Reported here; not again as an unused tensor.
-                    self.file.used.insert(name.clone());
+                    self.file.mark_used(name.clone());
                 }
                 self.problems.push(e.to_string());
                 None

@@ -25,7 +25,7 @@ use burn::tensor::activation::gelu;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
 
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Id of the CTC blank: the tokenizer's `<pad>` token, which never occurs in a transcript.
 pub const BLANK: u32 = 0;
@@ -104,10 +104,11 @@ impl CtcModelConfig {
     /// Checks the fields.
     ///
     /// # Errors
-    /// [`CodecError::InvalidConfig`] naming the field.
-    pub fn validate(&self) -> Result<(), CodecError> {
-        let bad =
-            |field: &'static str, reason: String| Err(CodecError::InvalidConfig { field, reason });
+    /// [`TeacherError::InvalidConfig`] naming the field.
+    pub fn validate(&self) -> Result<(), TeacherError> {
+        let bad = |field: &'static str, reason: String| {
+            Err(TeacherError::InvalidConfig { field, reason })
+        };
         if self.n_mels == 0 {
             return bad("n_mels", "must be at least 1".into());
         }
@@ -139,8 +140,8 @@ impl CtcModelConfig {
     /// Builds the model with fresh weights.
     ///
     /// # Errors
-    /// [`CodecError::InvalidConfig`] or [`CodecError::Nn`] when the config is invalid.
-    pub fn init(&self, device: &Device) -> Result<CtcModel, CodecError> {
+    /// [`TeacherError::InvalidConfig`] or [`TeacherError::Nn`] when the config is invalid.
+    pub fn init(&self, device: &Device) -> Result<CtcModel, TeacherError> {
         self.validate()?;
         let d = self.encoder.d_model;
         let pad = PaddingConfig1d::Explicit(self.conv_kernel / 2, self.conv_kernel / 2);
@@ -224,9 +225,13 @@ impl CtcModel {
     ///   valid output lengths
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] on inconsistent lengths; [`CodecError::Nn`] when the
+    /// [`TeacherError::InvalidInput`] on inconsistent lengths; [`TeacherError::Nn`] when the
     /// sequence is longer than the transformer's `max_seq_len`.
-    pub fn forward(&self, features: Tensor<3>, lengths: &[usize]) -> Result<CtcOutput, CodecError> {
+    pub fn forward(
+        &self,
+        features: Tensor<3>,
+        lengths: &[usize],
+    ) -> Result<CtcOutput, TeacherError> {
         let (hidden, lengths) = self.hidden(features, lengths, self.n_layers())?;
         Ok(CtcOutput {
             logits: self.head.forward(hidden),
@@ -241,15 +246,15 @@ impl CtcModel {
     /// - returns: `[batch, out_frames, d_model]` and the valid output lengths
     ///
     /// # Errors
-    /// As [`CtcModel::forward`], and [`CodecError::LayerOutOfRange`] for `layer > n_layers`.
+    /// As [`CtcModel::forward`], and [`TeacherError::LayerOutOfRange`] for `layer > n_layers`.
     pub fn hidden(
         &self,
         features: Tensor<3>,
         lengths: &[usize],
         layer: usize,
-    ) -> Result<(Tensor<3>, Vec<usize>), CodecError> {
+    ) -> Result<(Tensor<3>, Vec<usize>), TeacherError> {
         if layer > self.n_layers() {
-            return Err(CodecError::LayerOutOfRange {
+            return Err(TeacherError::LayerOutOfRange {
                 layer,
                 available: self.n_layers() + 1,
             });
@@ -275,10 +280,10 @@ impl CtcModel {
         &self,
         features: Tensor<3>,
         lengths: &[usize],
-    ) -> Result<(Tensor<3>, Vec<usize>, Tensor<2, Bool>), CodecError> {
+    ) -> Result<(Tensor<3>, Vec<usize>, Tensor<2, Bool>), TeacherError> {
         let [batch, frames, _] = features.dims();
         if lengths.len() != batch || lengths.iter().any(|&l| l == 0 || l > frames) {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "ctc model lengths",
                 reason: format!("{lengths:?} for a batch of {batch} × {frames} frames"),
             });

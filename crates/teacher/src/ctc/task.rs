@@ -17,7 +17,7 @@ use super::decode::greedy_decode;
 use super::frontend::FrontendConfig;
 use super::loss::ctc_loss;
 use super::model::{BLANK, CtcModel, CtcModelConfig};
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Everything the CTC task needs besides the data; saved in every checkpoint's `config.json`.
 #[derive(Config, Debug)]
@@ -58,7 +58,7 @@ impl CtcTask {
     /// Returns the task and a report per split (train, then dev).
     ///
     /// # Errors
-    /// [`CodecError::InvalidConfig`] for a model whose vocabulary differs from the tokenizer's
+    /// [`TeacherError::InvalidConfig`] for a model whose vocabulary differs from the tokenizer's
     /// or an empty training split; data, audio and front-end errors.
     pub fn new(
         config: CtcTaskConfig,
@@ -66,10 +66,10 @@ impl CtcTask {
         train: &[Utterance],
         dev: Option<&[Utterance]>,
         progress: &dyn Progress,
-    ) -> Result<(Self, Vec<CorpusReport>), CodecError> {
+    ) -> Result<(Self, Vec<CorpusReport>), TeacherError> {
         config.model.validate()?;
         if config.model.vocab_size != tokenizer.vocab_size() {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "model.vocab_size",
                 reason: format!(
                     "{} classes but the tokenizer has {} tokens",
@@ -89,7 +89,7 @@ impl CtcTask {
         let (train_corpus, train_report) =
             CtcCorpus::build(train, &tokenizer, &frontend, &config.model, cache, progress)?;
         if train_corpus.is_empty() {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "train",
                 reason: "no training utterance left".into(),
             });
@@ -149,7 +149,7 @@ impl CtcTask {
         model: &CtcModel,
         batch: &CtcBatch,
         decode: bool,
-    ) -> Result<(Tensor<1>, Option<ErrorCounts>), CodecError> {
+    ) -> Result<(Tensor<1>, Option<ErrorCounts>), TeacherError> {
         let out = model.forward(batch.features.clone(), &batch.lengths)?;
         let log_probs = log_softmax(out.logits, 2);
         let loss = ctc_loss(log_probs.clone(), &batch.targets, &out.lengths, BLANK)?;

@@ -2,12 +2,12 @@
 //! first quantizer (SpeechTokenizer, Zhang et al. 2024, §3.2 "semantic distillation").
 //!
 //! A teacher maps a mono waveform at [`SemanticTeacher::sample_rate`] to a `[frames, dim]`
-//! feature matrix at [`SemanticTeacher::frame_rate`]. HuBERT ([`crate::HubertTeacher`]) is the
-//! first implementation; a CTC teacher will follow.
+//! feature matrix at [`SemanticTeacher::frame_rate`]. HuBERT ([`crate::HubertTeacher`]) and the
+//! CTC recogniser trained here ([`crate::CtcTeacher`]) implement it.
 
 use burn::tensor::Tensor;
 
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Which hidden state(s) of a transformer teacher become the features.
 ///
@@ -46,5 +46,5 @@ pub trait SemanticTeacher {
     ///
     /// # Errors
     /// When the waveform is shorter than the teacher's receptive field.
-    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError>;
+    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError>;
 }

@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use serde::{Deserialize, Serialize};
+use voxspec_nn::weights::{WeightError, read_bytes};
 
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// The `format` metadata value of a feature-store shard.
 pub const FORMAT: &str = "voxspec-features";
@@ -57,7 +58,7 @@ impl FeatureStoreMeta {
         ])
     }
 
-    fn from_map(path: &Path, map: &HashMap<String, String>) -> Result<Self, CodecError> {
+    fn from_map(path: &Path, map: &HashMap<String, String>) -> Result<Self, TeacherError> {
         let get = |key: &str| {
             map.get(key)
                 .ok_or_else(|| store_err(path, format!("metadata field {key:?} is missing")))
@@ -111,8 +112,8 @@ pub struct Features {
     pub data: Vec<f32>,
 }
 
-fn store_err(path: &Path, reason: impl Into<String>) -> CodecError {
-    CodecError::FeatureStore {
+fn store_err(path: &Path, reason: impl Into<String>) -> TeacherError {
+    TeacherError::FeatureStore {
         path: path.to_path_buf(),
         reason: reason.into(),
     }
@@ -123,11 +124,11 @@ fn shard_path(dir: &Path, split: &str, index: usize) -> PathBuf {
 }
 
 /// Shards of `split` in `dir`, in order.
-fn list_shards(dir: &Path, split: &str) -> Result<Vec<PathBuf>, CodecError> {
+fn list_shards(dir: &Path, split: &str) -> Result<Vec<PathBuf>, TeacherError> {
     if !dir.is_dir() {
         return Ok(Vec::new());
     }
-    let io = |source| CodecError::Io {
+    let io = |source| WeightError::Io {
         path: dir.to_path_buf(),
         source,
     };
@@ -152,8 +153,8 @@ fn list_shards(dir: &Path, split: &str) -> Result<Vec<PathBuf>, CodecError> {
 }
 
 /// The header of a safetensors file, read without its data: metadata and tensor names.
-fn read_header(path: &Path) -> Result<(FeatureStoreMeta, Vec<String>), CodecError> {
-    let io = |source| CodecError::Io {
+fn read_header(path: &Path) -> Result<(FeatureStoreMeta, Vec<String>), TeacherError> {
+    let io = |source| WeightError::Io {
         path: path.to_path_buf(),
         source,
     };
@@ -198,7 +199,7 @@ fn index(
     dir: &Path,
     split: &str,
     expected: Option<&FeatureStoreMeta>,
-) -> Result<(Option<FeatureStoreMeta>, ShardIndex), CodecError> {
+) -> Result<(Option<FeatureStoreMeta>, ShardIndex), TeacherError> {
     let mut meta: Option<FeatureStoreMeta> = expected.cloned();
     let mut shards = Vec::new();
     let mut seen = HashSet::new();
@@ -238,8 +239,8 @@ impl FeatureStoreReader {
     /// Indexes the shards of `split` in `dir` (headers only). A store with no shard is an error.
     ///
     /// # Errors
-    /// [`CodecError::FeatureStore`] naming the shard that is malformed or disagrees.
-    pub fn open(dir: &Path, split: &str) -> Result<Self, CodecError> {
+    /// [`TeacherError::FeatureStore`] naming the shard that is malformed or disagrees.
+    pub fn open(dir: &Path, split: &str) -> Result<Self, TeacherError> {
         let (meta, shards) = index(dir, split, None)?;
         let meta = meta
             .ok_or_else(|| store_err(dir, format!("no shards named {split}-NNNNN.safetensors")))?;
@@ -275,15 +276,12 @@ impl FeatureStoreReader {
     /// The features of `id` (reads its shard), or `None` if it is not stored.
     ///
     /// # Errors
-    /// [`CodecError::FeatureStore`] when the tensor is not F32 `[T, dim]`.
-    pub fn get(&self, id: &str) -> Result<Option<Features>, CodecError> {
+    /// [`TeacherError::FeatureStore`] when the tensor is not F32 `[T, dim]`.
+    pub fn get(&self, id: &str) -> Result<Option<Features>, TeacherError> {
         let Some(path) = self.location.get(id) else {
             return Ok(None);
         };
-        let bytes = std::fs::read(path).map_err(|source| CodecError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = read_bytes(path)?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| store_err(path, format!("not a safetensors file: {e}")))?;
         let view = st
@@ -332,20 +330,20 @@ impl FeatureStoreWriter {
     /// holds `max_frames_per_shard` frames.
     ///
     /// # Errors
-    /// [`CodecError::FeatureStore`] when existing shards were written with other settings.
+    /// [`TeacherError::FeatureStore`] when existing shards were written with other settings.
     pub fn new(
         dir: &Path,
         split: &str,
         meta: FeatureStoreMeta,
         max_frames_per_shard: usize,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         if meta.dim == 0 || !(meta.frame_rate.is_finite() && meta.frame_rate > 0.0) {
             return Err(store_err(
                 dir,
                 format!("dim and frame_rate must be positive: {meta:?}"),
             ));
         }
-        std::fs::create_dir_all(dir).map_err(|source| CodecError::Io {
+        std::fs::create_dir_all(dir).map_err(|source| WeightError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
@@ -380,9 +378,9 @@ impl FeatureStoreWriter {
     /// Adds one utterance.
     ///
     /// # Errors
-    /// [`CodecError::FeatureStore`] for an empty or duplicate id, or features of another
+    /// [`TeacherError::FeatureStore`] for an empty or duplicate id, or features of another
     /// dimension; I/O errors when a full shard is written.
-    pub fn push(&mut self, id: &str, features: Features) -> Result<(), CodecError> {
+    pub fn push(&mut self, id: &str, features: Features) -> Result<(), TeacherError> {
         let path = shard_path(&self.dir, &self.split, self.next_shard);
         if id.is_empty() || id == "__metadata__" {
             return Err(store_err(&path, format!("invalid utterance id {id:?}")));
@@ -414,7 +412,7 @@ impl FeatureStoreWriter {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), CodecError> {
+    fn flush(&mut self) -> Result<(), TeacherError> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -446,7 +444,7 @@ impl FeatureStoreWriter {
     ///
     /// # Errors
     /// I/O errors naming the shard.
-    pub fn finish(mut self) -> Result<(), CodecError> {
+    pub fn finish(mut self) -> Result<(), TeacherError> {
         self.flush()
     }
 }

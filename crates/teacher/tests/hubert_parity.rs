@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::{Device, Tensor, TensorData};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
-use voxspec_codec::hubert::KEY_MAP;
-use voxspec_codec::{CodecError, Hubert, HubertTeacher, LayerSelection, SemanticTeacher};
+use voxspec_nn::weights::WeightError;
+use voxspec_teacher::hubert::KEY_MAP;
+use voxspec_teacher::{Hubert, HubertTeacher, LayerSelection, SemanticTeacher, TeacherError};
 
 const TOLERANCE: f32 = 1e-4;
 
@@ -224,7 +225,13 @@ fn shape_mismatch_names_tensor_and_both_shapes() {
         e.2.truncate(32 * 31 * 4);
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::ShapeMismatch { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            TeacherError::Weights(WeightError::ShapeMismatch { .. })
+        ),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("encoder.layers.1.attention.q_proj.weight"),
@@ -242,7 +249,13 @@ fn missing_tensor_is_named() {
         entries.retain(|e| e.0 != "encoder.layers.1.final_layer_norm.bias");
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::MissingTensor { .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            TeacherError::Weights(WeightError::MissingTensor { .. })
+        ),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("encoder.layers.1.final_layer_norm.bias"),
@@ -261,7 +274,10 @@ fn unexpected_tensor_is_named() {
     });
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
     assert!(
-        matches!(err, CodecError::UnexpectedTensors { .. }),
+        matches!(
+            err,
+            TeacherError::Weights(WeightError::UnexpectedTensors { .. })
+        ),
         "{err:?}"
     );
     assert!(
@@ -277,12 +293,18 @@ fn wrong_files_are_named() {
     let weights = dir.path().join("model.safetensors");
     std::fs::write(&weights, b"this is not a safetensors file").unwrap();
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::Safetensors { .. }), "{err:?}");
+    assert!(
+        matches!(err, TeacherError::Weights(WeightError::Safetensors { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("model.safetensors"), "{err}");
 
     std::fs::remove_file(dir.path().join("config.json")).unwrap();
     let err = Hubert::load(dir.path(), &Device::flex()).unwrap_err();
-    assert!(matches!(err, CodecError::Io { .. }), "{err:?}");
+    assert!(
+        matches!(err, TeacherError::Weights(WeightError::Io { .. })),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("config.json"), "{err}");
 }
 
@@ -322,7 +344,7 @@ fn teacher_selects_layers() {
     assert!(
         matches!(
             err,
-            CodecError::WaveTooShort {
+            TeacherError::WaveTooShort {
                 samples: 399,
                 min: 400
             }
@@ -333,7 +355,7 @@ fn teacher_selects_layers() {
     assert!(
         matches!(
             err,
-            CodecError::LayerOutOfRange {
+            TeacherError::LayerOutOfRange {
                 layer: 3,
                 available: 3
             }
@@ -369,7 +391,7 @@ fn key_map_covers_the_checkpoint() {
         .flat_map(|f| read_entries(&fixture(f).join("model.safetensors")));
     for (name, _, _) in &entries.collect::<Vec<_>>() {
         let known = KEY_MAP.iter().any(|(hf, _)| matches_pattern(hf, name))
-            || voxspec_codec::hubert::IGNORED.contains(&name.as_str());
+            || voxspec_teacher::hubert::IGNORED.contains(&name.as_str());
         assert!(known, "{name} is not in KEY_MAP");
     }
     assert!(!matches_pattern(

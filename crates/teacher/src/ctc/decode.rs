@@ -10,7 +10,7 @@
 use burn::tensor::Tensor;
 
 use super::host_i64;
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Collapses a frame-wise label path: merge runs of equal labels, then remove `blank`.
 pub fn collapse_path(path: &[u32], blank: u32) -> Vec<u32> {
@@ -33,16 +33,16 @@ pub fn collapse_path(path: &[u32], blank: u32) -> Vec<u32> {
 /// - returns: `batch` label sequences without blanks
 ///
 /// # Errors
-/// [`CodecError::InvalidInput`] when `lengths` does not match the batch or exceeds `frames`;
-/// [`CodecError::TensorRead`] if the argmax cannot be read back.
+/// [`TeacherError::InvalidInput`] when `lengths` does not match the batch or exceeds `frames`;
+/// [`TeacherError::TensorRead`] if the argmax cannot be read back.
 pub fn greedy_decode(
     scores: Tensor<3>,
     lengths: &[usize],
     blank: u32,
-) -> Result<Vec<Vec<u32>>, CodecError> {
+) -> Result<Vec<Vec<u32>>, TeacherError> {
     let [batch, frames, _] = scores.dims();
     if lengths.len() != batch || lengths.iter().any(|&l| l > frames) {
-        return Err(CodecError::InvalidInput {
+        return Err(TeacherError::InvalidInput {
             what: "greedy_decode lengths",
             reason: format!("{lengths:?} for a batch of {batch} × {frames} frames"),
         });

@@ -27,7 +27,7 @@ use voxspec_train::{BatchSource, TrainError};
 use super::frontend::Frontend;
 use super::loss::min_frames;
 use super::model::CtcModelConfig;
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// SpecAugment settings (frame counts at the front end's 100 Hz).
 #[derive(Config, Debug, PartialEq)]
@@ -90,7 +90,7 @@ impl CtcCorpus {
     /// `cache_bytes`.
     ///
     /// # Errors
-    /// [`CodecError::Data`] for a transcript the tokenizer cannot encode; [`CodecError::Audio`]
+    /// [`TeacherError::Data`] for a transcript the tokenizer cannot encode; [`TeacherError::Audio`]
     /// for a file that cannot be decoded.
     pub fn build(
         utterances: &[Utterance],
@@ -99,7 +99,7 @@ impl CtcCorpus {
         model: &CtcModelConfig,
         cache_bytes: usize,
         progress: &dyn Progress,
-    ) -> Result<(Self, CorpusReport), CodecError> {
+    ) -> Result<(Self, CorpusReport), TeacherError> {
         let rate = frontend.config().sample_rate;
         let estimate: usize = utterances
             .iter()
@@ -131,7 +131,7 @@ impl CtcCorpus {
                     reference,
                 })
             })
-            .collect::<Result<Vec<_>, CodecError>>();
+            .collect::<Result<Vec<_>, TeacherError>>();
         progress.finish();
         let mut report = CorpusReport {
             cached: cache,
@@ -184,7 +184,7 @@ impl CtcCorpus {
     }
 
     /// Features `[frames, n_mels]` of utterance `index`.
-    fn features(&self, index: usize) -> Result<Cow<'_, [f32]>, CodecError> {
+    fn features(&self, index: usize) -> Result<Cow<'_, [f32]>, TeacherError> {
         let u = &self.utterances[index];
         match &u.features {
             Some(f) => Ok(Cow::Borrowed(f.as_slice())),
@@ -197,7 +197,7 @@ impl CtcCorpus {
 }
 
 /// Decodes, resamples and featurises one file.
-fn load_features(path: &Path, frontend: &Frontend) -> Result<Vec<f32>, CodecError> {
+fn load_features(path: &Path, frontend: &Frontend) -> Result<Vec<f32>, TeacherError> {
     let audio = voxspec_audio::load_resampled(path, frontend.config().sample_rate)?;
     Ok(frontend.features(&audio.samples))
 }
@@ -253,8 +253,8 @@ impl CtcBatches {
     /// Batches (lists of utterance indices) of `epoch`.
     ///
     /// # Errors
-    /// [`CodecError::Data`] for an invalid bucketing config.
-    pub fn plan(&self, epoch: usize) -> Result<Arc<Vec<Vec<usize>>>, CodecError> {
+    /// [`TeacherError::Data`] for an invalid bucketing config.
+    pub fn plan(&self, epoch: usize) -> Result<Arc<Vec<Vec<usize>>>, TeacherError> {
         let mut cached = self.plan.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((e, plan)) = cached.as_ref()
             && *e == epoch
@@ -273,15 +273,15 @@ impl CtcBatches {
     /// Assembles batch `index` of `epoch` on `device`.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] for an index past the epoch, and feature errors.
+    /// [`TeacherError::InvalidInput`] for an index past the epoch, and feature errors.
     pub fn make_batch(
         &self,
         epoch: usize,
         index: usize,
         device: &Device,
-    ) -> Result<CtcBatch, CodecError> {
+    ) -> Result<CtcBatch, TeacherError> {
         let plan = self.plan(epoch)?;
-        let items = plan.get(index).ok_or_else(|| CodecError::InvalidInput {
+        let items = plan.get(index).ok_or_else(|| TeacherError::InvalidInput {
             what: "ctc batch index",
             reason: format!(
                 "epoch {epoch} has {} batches, asked for {index}",

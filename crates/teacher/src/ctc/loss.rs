@@ -27,7 +27,7 @@ use burn::tensor::{Tensor, TensorData};
 use rayon::prelude::*;
 
 use super::host_f32;
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// `log(exp(a) + exp(b))` without overflow; `−∞` is the identity.
 fn log_add(a: f64, b: f64) -> f64 {
@@ -59,9 +59,9 @@ fn check_inputs(
     classes: usize,
     target: &[u32],
     blank: u32,
-) -> Result<(), CodecError> {
+) -> Result<(), TeacherError> {
     if log_probs.len() != frames * classes {
-        return Err(CodecError::InvalidInput {
+        return Err(TeacherError::InvalidInput {
             what: "ctc log_probs",
             reason: format!(
                 "{} values for {frames} frames × {classes} classes",
@@ -70,7 +70,7 @@ fn check_inputs(
         });
     }
     if blank as usize >= classes {
-        return Err(CodecError::InvalidInput {
+        return Err(TeacherError::InvalidInput {
             what: "ctc blank",
             reason: format!("blank id {blank} is not below the {classes} classes"),
         });
@@ -79,7 +79,7 @@ fn check_inputs(
         .iter()
         .find(|&&id| id == blank || id as usize >= classes)
     {
-        return Err(CodecError::InvalidInput {
+        return Err(TeacherError::InvalidInput {
             what: "ctc target",
             reason: format!("label {bad} is the blank ({blank}) or not below {classes}"),
         });
@@ -169,7 +169,7 @@ pub fn ctc_log_likelihood(
     classes: usize,
     target: &[u32],
     blank: u32,
-) -> Result<f64, CodecError> {
+) -> Result<f64, TeacherError> {
     check_inputs(log_probs, frames, classes, target, blank)?;
     if frames == 0 {
         return Ok(f64::NEG_INFINITY);
@@ -184,7 +184,7 @@ pub fn ctc_log_likelihood(
 /// - `target`: `[target_len]` class ids, none equal to `blank`
 ///
 /// # Errors
-/// [`CodecError::InvalidInput`] when the slice does not hold `frames × classes` values, or a
+/// [`TeacherError::InvalidInput`] when the slice does not hold `frames × classes` values, or a
 /// target id is `blank` or out of range.
 pub fn ctc_alignment(
     log_probs: &[f32],
@@ -192,7 +192,7 @@ pub fn ctc_alignment(
     classes: usize,
     target: &[u32],
     blank: u32,
-) -> Result<CtcAlignment, CodecError> {
+) -> Result<CtcAlignment, TeacherError> {
     check_inputs(log_probs, frames, classes, target, blank)?;
     let inf = f64::NEG_INFINITY;
     let ext = Extended { target, blank };
@@ -274,17 +274,17 @@ pub struct CtcLossOutput {
 /// - returns: [`CtcLossOutput`] with `loss` of shape `[1]`
 ///
 /// # Errors
-/// [`CodecError::InvalidInput`] on inconsistent sizes or labels; [`CodecError::TensorRead`] if
+/// [`TeacherError::InvalidInput`] on inconsistent sizes or labels; [`TeacherError::TensorRead`] if
 /// the log-probabilities cannot be read back.
 pub fn ctc_loss(
     log_probs: Tensor<3>,
     targets: &[Vec<u32>],
     lengths: &[usize],
     blank: u32,
-) -> Result<CtcLossOutput, CodecError> {
+) -> Result<CtcLossOutput, TeacherError> {
     let [batch, frames, classes] = log_probs.dims();
     if targets.len() != batch || lengths.len() != batch {
-        return Err(CodecError::InvalidInput {
+        return Err(TeacherError::InvalidInput {
             what: "ctc batch",
             reason: format!(
                 "log_probs has batch {batch}, targets {}, lengths {}",
@@ -294,7 +294,7 @@ pub fn ctc_loss(
         });
     }
     if let Some(&len) = lengths.iter().find(|&&l| l > frames) {
-        return Err(CodecError::InvalidInput {
+        return Err(TeacherError::InvalidInput {
             what: "ctc lengths",
             reason: format!("length {len} exceeds the {frames} frames of log_probs"),
         });

@@ -9,7 +9,7 @@
 use burn::config::Config;
 use voxspec_audio::{LogMel, MelConfig};
 
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Settings of the log-mel front end.
 #[derive(Config, Debug, PartialEq)]
@@ -67,8 +67,8 @@ impl FrontendConfig {
     /// Plans the front end.
     ///
     /// # Errors
-    /// [`CodecError::Audio`] when the mel settings are invalid.
-    pub fn init(&self) -> Result<Frontend, CodecError> {
+    /// [`TeacherError::Audio`] when the mel settings are invalid.
+    pub fn init(&self) -> Result<Frontend, TeacherError> {
         Ok(Frontend {
             config: self.clone(),
             mel: LogMel::new(self.mel_config())?,

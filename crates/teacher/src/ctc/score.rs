@@ -8,7 +8,7 @@ use voxspec_data::{Progress, Utterance};
 
 use crate::ctc::cer::ErrorCounts;
 use crate::ctc::teacher::CtcTeacher;
-use crate::error::CodecError;
+use crate::error::TeacherError;
 use crate::teacher::SemanticTeacher;
 
 /// One utterance's transcript and error counts.
@@ -30,13 +30,13 @@ impl CtcTeacher {
     /// [`ScoredUtterance`] per utterance, in order; `progress` counts utterances.
     ///
     /// # Errors
-    /// [`CodecError::Audio`] naming an unreadable file; the teacher's errors.
+    /// [`TeacherError::Audio`] naming an unreadable file; the teacher's errors.
     pub fn score_utterances(
         &self,
         utterances: &[Utterance],
         batch: usize,
         progress: &dyn Progress,
-    ) -> Result<(ErrorCounts, Vec<ScoredUtterance>), CodecError> {
+    ) -> Result<(ErrorCounts, Vec<ScoredUtterance>), TeacherError> {
         let rate = self.sample_rate();
         progress.start(utterances.len() as u64, "transcribe");
         let mut total = ErrorCounts::default();

@@ -4,7 +4,7 @@
 use burn::nn::loss::{CTCLossConfig, Reduction};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use voxspec_codec::ctc::{collapse_path, ctc_alignment, ctc_loss, min_frames};
+use voxspec_teacher::ctc::{collapse_path, ctc_alignment, ctc_loss, min_frames};
 
 /// Deterministic pseudo-random numbers in [-1, 1).
 fn noise(n: usize, seed: u64) -> Vec<f32> {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use burn::tensor::Device;
-use voxspec_codec::ctc::{CtcModelConfig, CtcTask, CtcTaskConfig};
 use voxspec_data::{NoProgress, Normalization, TextTokenizer, TokenizerKind, Utterance};
+use voxspec_teacher::ctc::{CtcModelConfig, CtcTask, CtcTaskConfig};
 use voxspec_train::{LrSchedule, OptimConfig, TrainConfig, TrainTask, Trainer, read_metrics};
 
 /// Flex's RNG is process-global: runs that seed it must not interleave.
@@ -182,7 +182,7 @@ fn loss_falls_and_resume_is_exact_and_tensorboard_reads_back() {
     assert_eq!(diff, 0.0, "resumed run differs from the uninterrupted one");
 }
 
-fn weights(model: &voxspec_codec::CtcModel) -> Vec<f32> {
+fn weights(model: &voxspec_teacher::CtcModel) -> Vec<f32> {
     let mut all = model
         .head
         .weight

@@ -5,18 +5,17 @@
 //! task checkpoints (`HubertForCTC`, `…ForSequenceClassification`), anything outside the
 //! `hubert.` / `wav2vec2.` prefix (`lm_head.*`, `projector.*`, `classifier.*`).
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::module::Param;
 use burn::nn::conv::Conv1d;
 use burn::nn::{GroupNorm, LayerNorm, Linear};
-use burn::tensor::{Device, Tensor, TensorData};
-use safetensors::{Dtype, SafeTensors};
+use burn::tensor::{Device, Tensor};
 use serde::Deserialize;
+use voxspec_nn::weights::{WeightFile, read_bytes, read_json};
 
 use super::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig};
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Hugging Face tensor name → Burn module path. `{i}`: feature-encoder layer, `{l}`:
 /// transformer layer, `{wb}`: `weight`|`bias`, `{proj}`: `q`|`k`|`v`|`out`.
@@ -168,28 +167,17 @@ impl Default for HfPreprocessorConfig {
     }
 }
 
-fn parse_act(field: &'static str, name: &str) -> Result<HiddenAct, CodecError> {
+fn parse_act(field: &'static str, name: &str) -> Result<HiddenAct, TeacherError> {
     match name {
         "gelu" => Ok(HiddenAct::Gelu),
         "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Ok(HiddenAct::GeluTanh),
         "relu" => Ok(HiddenAct::Relu),
         "silu" | "swish" => Ok(HiddenAct::Silu),
-        other => Err(CodecError::InvalidConfig {
+        other => Err(TeacherError::InvalidConfig {
             field,
             reason: format!("unsupported activation {other:?}"),
         }),
     }
-}
-
-pub(crate) fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, CodecError> {
-    let text = std::fs::read_to_string(path).map_err(|source| CodecError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| CodecError::ConfigParse {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 impl HubertConfig {
@@ -200,27 +188,27 @@ impl HubertConfig {
     /// # Errors
     /// Unreadable or malformed files (named), unsupported settings (`conv_pos_batch_norm`,
     /// adapters, unknown activations or norms) and inconsistent fields.
-    pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self, CodecError> {
+    pub fn from_hf_json(path: impl AsRef<Path>) -> Result<Self, TeacherError> {
         let path = path.as_ref();
         let hf: HfConfig = read_json(path)?;
         let feat_extract_norm = match hf.feat_extract_norm.as_str() {
             "group" => FeatExtractNorm::Group,
             "layer" => FeatExtractNorm::Layer,
             other => {
-                return Err(CodecError::InvalidConfig {
+                return Err(TeacherError::InvalidConfig {
                     field: "feat_extract_norm",
                     reason: format!("{other:?} is neither \"group\" nor \"layer\""),
                 });
             }
         };
         if hf.conv_pos_batch_norm {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "conv_pos_batch_norm",
                 reason: "batch-normalised positional convolution is not supported".into(),
             });
         }
         if hf.adapter_attn_dim.is_some() {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "adapter_attn_dim",
                 reason: "attention adapters are not supported".into(),
             });
@@ -266,7 +254,7 @@ impl Hubert {
     /// # Errors
     /// Unreadable or malformed files, missing or unexpected tensors and shape mismatches, each
     /// naming the file and tensor.
-    pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self, CodecError> {
+    pub fn load(path: impl AsRef<Path>, device: &Device) -> Result<Self, TeacherError> {
         let path = path.as_ref();
         let (config_path, weights_path) = if path.is_dir() {
             (path.join(CONFIG_FILE), path.join(WEIGHTS_FILE))
@@ -286,24 +274,21 @@ impl Hubert {
         config: &HubertConfig,
         path: impl AsRef<Path>,
         device: &Device,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         let path = path.as_ref();
         config.validate()?;
-        let bytes = std::fs::read(path).map_err(|source| CodecError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let tensors = SafeTensors::deserialize(&bytes).map_err(|e| CodecError::Safetensors {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let mut file = WeightFile::new(tensors, path, device);
+        let bytes = read_bytes(path)?;
+        let file = WeightFile::parse(&bytes, path, device)?;
+        let prefix = model_prefix(&file);
+        let mut weights = HubertWeights {
+            file: file.with_prefix(prefix),
+        };
         let mut model = config.init(device);
-        file.assign(&mut model)?;
-        file.check_unused()?;
+        weights.assign(&mut model)?;
+        weights.file.check_unused(IGNORED)?;
         tracing::info!(
             path = %path.display(),
-            tensors = file.used.len(),
+            tensors = weights.file.used_count(),
             layers = config.num_hidden_layers,
             "loaded HuBERT weights"
         );
@@ -311,147 +296,81 @@ impl Hubert {
     }
 }
 
-/// A safetensors file being consumed tensor by tensor (also used by the SpeechTokenizer
-/// loader).
-pub(crate) struct WeightFile<'a> {
-    tensors: SafeTensors<'a>,
-    path: PathBuf,
-    /// `""`, `"hubert."` or `"wav2vec2."`.
-    prefix: &'static str,
-    pub(crate) used: BTreeSet<String>,
-    device: &'a Device,
+/// A HuBERT weight file being assigned to the modules of a [`Hubert`].
+struct HubertWeights<'a> {
+    file: WeightFile<'a>,
 }
 
-impl<'a> WeightFile<'a> {
-    pub(crate) fn new(tensors: SafeTensors<'a>, path: &Path, device: &'a Device) -> Self {
-        let probe = "feature_projection.projection.weight";
-        let names = tensors.names();
-        let prefix = MODEL_PREFIXES
-            .iter()
-            .copied()
-            .find(|p| !names.contains(&probe) && names.contains(&format!("{p}{probe}").as_str()))
-            .unwrap_or("");
-        Self {
-            tensors,
-            path: path.to_path_buf(),
-            prefix,
-            used: BTreeSet::new(),
-            device,
-        }
-    }
+/// Where the base model sits in the file: `""`, `"hubert."` or `"wav2vec2."` (task
+/// checkpoints).
+fn model_prefix(file: &WeightFile<'_>) -> &'static str {
+    let probe = "feature_projection.projection.weight";
+    let names = file.names();
+    MODEL_PREFIXES
+        .iter()
+        .copied()
+        .find(|p| !names.contains(&probe) && names.contains(&format!("{p}{probe}").as_str()))
+        .unwrap_or("")
+}
 
-    fn full_name(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
-    }
-
-    pub(crate) fn contains(&self, name: &str) -> bool {
-        self.tensors.tensor(&self.full_name(name)).is_ok()
-    }
-
-    /// Reads tensor `name` as f32 after checking its shape, and marks it used.
-    pub(crate) fn read<const D: usize>(
-        &mut self,
-        name: &str,
-        expected: [usize; D],
-    ) -> Result<Tensor<D>, CodecError> {
-        let full = self.full_name(name);
-        let view = self
-            .tensors
-            .tensor(&full)
-            .map_err(|_| CodecError::MissingTensor {
-                name: full.clone(),
-                path: self.path.clone(),
-            })?;
-        if view.shape() != expected {
-            return Err(CodecError::ShapeMismatch {
-                name: full,
-                path: self.path.clone(),
-                expected: expected.to_vec(),
-                found: view.shape().to_vec(),
-            });
-        }
-        let bytes = view.data();
-        let values: Vec<f32> = match view.dtype() {
-            Dtype::F32 => bytes
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            Dtype::BF16 => bytes
-                .chunks_exact(2)
-                .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16))
-                .collect(),
-            Dtype::F16 => bytes
-                .chunks_exact(2)
-                .map(|b| f16_to_f32(u16::from_le_bytes([b[0], b[1]])))
-                .collect(),
-            other => {
-                return Err(CodecError::UnsupportedDtype {
-                    name: full,
-                    path: self.path.clone(),
-                    dtype: format!("{other:?}"),
-                });
-            }
-        };
-        self.used.insert(full);
-        Ok(Tensor::from_data(
-            TensorData::new(values, expected),
-            self.device,
-        ))
-    }
-
-    fn linear(&mut self, linear: &mut Linear, name: &str) -> Result<(), CodecError> {
+impl HubertWeights<'_> {
+    fn linear(&mut self, linear: &mut Linear, name: &str) -> Result<(), TeacherError> {
         let [d_in, d_out] = linear.weight.shape().dims();
         // PyTorch [out, in] → Burn [in, out].
-        let weight = self.read(&format!("{name}.weight"), [d_out, d_in])?;
+        let weight = self.file.read(&format!("{name}.weight"), [d_out, d_in])?;
         linear.weight = Param::from_tensor(weight.transpose());
         if linear.bias.is_some() {
-            let bias = self.read(&format!("{name}.bias"), [d_out])?;
+            let bias = self.file.read(&format!("{name}.bias"), [d_out])?;
             linear.bias = Some(Param::from_tensor(bias));
         }
         Ok(())
     }
 
-    fn layer_norm(&mut self, norm: &mut LayerNorm, name: &str) -> Result<(), CodecError> {
+    fn layer_norm(&mut self, norm: &mut LayerNorm, name: &str) -> Result<(), TeacherError> {
         let [d] = norm.gamma.shape().dims();
-        norm.gamma = Param::from_tensor(self.read(&format!("{name}.weight"), [d])?);
+        norm.gamma = Param::from_tensor(self.file.read(&format!("{name}.weight"), [d])?);
         if norm.beta.is_some() {
-            norm.beta = Some(Param::from_tensor(self.read(&format!("{name}.bias"), [d])?));
+            norm.beta = Some(Param::from_tensor(
+                self.file.read(&format!("{name}.bias"), [d])?,
+            ));
         }
         Ok(())
     }
 
-    fn group_norm(&mut self, norm: &mut GroupNorm, name: &str) -> Result<(), CodecError> {
+    fn group_norm(&mut self, norm: &mut GroupNorm, name: &str) -> Result<(), TeacherError> {
         let d = norm.num_channels;
         if norm.gamma.is_some() {
             norm.gamma = Some(Param::from_tensor(
-                self.read(&format!("{name}.weight"), [d])?,
+                self.file.read(&format!("{name}.weight"), [d])?,
             ));
         }
         if norm.beta.is_some() {
-            norm.beta = Some(Param::from_tensor(self.read(&format!("{name}.bias"), [d])?));
-        }
-        Ok(())
-    }
-
-    fn conv_bias(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), CodecError> {
-        if conv.bias.is_some() {
-            let [c_out, _, _] = conv.weight.shape().dims();
-            conv.bias = Some(Param::from_tensor(
-                self.read(&format!("{name}.bias"), [c_out])?,
+            norm.beta = Some(Param::from_tensor(
+                self.file.read(&format!("{name}.bias"), [d])?,
             ));
         }
         Ok(())
     }
 
-    fn conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), CodecError> {
+    fn conv_bias(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), TeacherError> {
+        if conv.bias.is_some() {
+            let [c_out, _, _] = conv.weight.shape().dims();
+            conv.bias = Some(Param::from_tensor(
+                self.file.read(&format!("{name}.bias"), [c_out])?,
+            ));
+        }
+        Ok(())
+    }
+
+    fn conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), TeacherError> {
         let shape: [usize; 3] = conv.weight.shape().dims();
-        conv.weight = Param::from_tensor(self.read(&format!("{name}.weight"), shape)?);
+        conv.weight = Param::from_tensor(self.file.read(&format!("{name}.weight"), shape)?);
         self.conv_bias(conv, name)
     }
 
     /// A convolution weight-normalised over dim 2: `weight = g · v / ‖v‖`, the norm taken over
     /// dims 0 and 1 separately for each kernel tap.
-    fn weight_norm_conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), CodecError> {
+    fn weight_norm_conv(&mut self, conv: &mut Conv1d, name: &str) -> Result<(), TeacherError> {
         let shape: [usize; 3] = conv.weight.shape().dims();
         let pairs = [
             ("weight_g", "weight_v"),
@@ -462,23 +381,23 @@ impl<'a> WeightFile<'a> {
         ];
         let found = pairs
             .iter()
-            .find(|(g, _)| self.contains(&format!("{name}.{g}")));
+            .find(|(g, _)| self.file.contains(&format!("{name}.{g}")));
         let weight = match found {
             Some((g, v)) => {
-                let g: Tensor<3> = self.read(&format!("{name}.{g}"), [1, 1, shape[2]])?;
-                let v: Tensor<3> = self.read(&format!("{name}.{v}"), shape)?;
+                let g: Tensor<3> = self.file.read(&format!("{name}.{g}"), [1, 1, shape[2]])?;
+                let v: Tensor<3> = self.file.read(&format!("{name}.{v}"), shape)?;
                 let norm = (v.clone() * v.clone()).sum_dim(0).sum_dim(1).sqrt(); // [1, 1, k]
                 v * (g / norm)
             }
             // Already folded (or a missing tensor: the error names the plain weight).
-            None => self.read(&format!("{name}.weight"), shape)?,
+            None => self.file.read(&format!("{name}.weight"), shape)?,
         };
         conv.weight = Param::from_tensor(weight);
         self.conv_bias(conv, name)
     }
 
     /// Assigns every parameter of `model` from the file (see [`KEY_MAP`]).
-    fn assign(&mut self, model: &mut Hubert) -> Result<(), CodecError> {
+    fn assign(&mut self, model: &mut Hubert) -> Result<(), TeacherError> {
         for (i, layer) in model.feature_extractor.conv_layers.iter_mut().enumerate() {
             let name = format!("feature_extractor.conv_layers.{i}");
             self.conv(&mut layer.conv, &format!("{name}.conv"))?;
@@ -527,61 +446,11 @@ impl<'a> WeightFile<'a> {
         }
         Ok(())
     }
-
-    /// Fails on tensors of the base model that no parameter consumed.
-    pub(crate) fn check_unused(&self) -> Result<(), CodecError> {
-        let ignored: Vec<String> = IGNORED.iter().map(|n| self.full_name(n)).collect();
-        let names: Vec<String> = self
-            .tensors
-            .names()
-            .into_iter()
-            .filter(|n| n.starts_with(self.prefix))
-            .filter(|n| !self.used.contains(*n) && !ignored.iter().any(|i| i == n))
-            .map(str::to_owned)
-            .collect();
-        if names.is_empty() {
-            Ok(())
-        } else {
-            let mut names = names;
-            names.sort();
-            Err(CodecError::UnexpectedTensors {
-                path: self.path.clone(),
-                names,
-            })
-        }
-    }
-}
-
-/// IEEE 754 half precision → single precision.
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h >> 15) as u32) << 31;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let mant = (h & 0x3ff) as u32;
-    let bits = match (exp, mant) {
-        (0, 0) => sign,
-        (0, m) => {
-            // Subnormal: value = m · 2^-24.
-            let value = m as f32 * f32::powi(2.0, -24);
-            return if sign != 0 { -value } else { value };
-        }
-        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
-        (e, m) => sign | ((e + 112) << 23) | (m << 13),
-    };
-    f32::from_bits(bits)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn f16_conversion() {
-        assert_eq!(f16_to_f32(0x3c00), 1.0);
-        assert_eq!(f16_to_f32(0xc000), -2.0);
-        assert_eq!(f16_to_f32(0x3555), 0.333_251_95);
-        assert_eq!(f16_to_f32(0x0001), 5.960_464_5e-8);
-        assert!(f16_to_f32(0x7c00).is_infinite());
-    }
 
     #[test]
     fn hf_config_defaults_are_hubert_base() {

@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use voxspec_codec::SemanticTeacher;
-use voxspec_codec::ctc::{CtcTeacher, ForcedChoice, ForcedChoiceSummary, LengthNorm};
+use voxspec_teacher::SemanticTeacher;
+use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, ForcedChoiceSummary, LengthNorm};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

@@ -17,6 +17,7 @@ use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use voxspec_data::TextTokenizer;
+use voxspec_nn::weights::{WeightError, read_json};
 
 use super::cer::ErrorCounts;
 use super::decode::greedy_decode;
@@ -24,7 +25,7 @@ use super::forced_choice::{ClipVerdict, ForcedChoice, LogProbs};
 use super::frontend::{Frontend, FrontendConfig};
 use super::host_f32;
 use super::model::{BLANK, CtcModel, CtcModelConfig};
-use crate::error::CodecError;
+use crate::error::TeacherError;
 use crate::teacher::{LayerSelection, SemanticTeacher};
 
 /// `kind` written in a CTC teacher's `config.json`.
@@ -66,17 +67,17 @@ impl CtcTeacher {
     /// Wraps a model; `layer` picks the features of [`SemanticTeacher::features`].
     ///
     /// # Errors
-    /// [`CodecError::InvalidConfig`] when the vocabulary size differs from the model's, and
-    /// [`CodecError::LayerOutOfRange`] for a layer above `n_layers`.
+    /// [`TeacherError::InvalidConfig`] when the vocabulary size differs from the model's, and
+    /// [`TeacherError::LayerOutOfRange`] for a layer above `n_layers`.
     pub fn new(
         config: CtcModelConfig,
         model: CtcModel,
         frontend: FrontendConfig,
         tokenizer: TextTokenizer,
         layer: LayerSelection,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         if tokenizer.vocab_size() != model.vocab_size() {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "vocab_size",
                 reason: format!(
                     "the tokenizer has {} tokens but the model {} classes",
@@ -86,7 +87,7 @@ impl CtcTeacher {
             });
         }
         if frontend.n_mels != config.n_mels {
-            return Err(CodecError::InvalidConfig {
+            return Err(TeacherError::InvalidConfig {
                 field: "n_mels",
                 reason: format!(
                     "the front end gives {} bands but the model reads {}",
@@ -109,13 +110,13 @@ impl CtcTeacher {
     /// The same teacher with another feature layer.
     ///
     /// # Errors
-    /// [`CodecError::LayerOutOfRange`] for an index above `n_layers`.
-    pub fn with_layer(mut self, layer: LayerSelection) -> Result<Self, CodecError> {
+    /// [`TeacherError::LayerOutOfRange`] for an index above `n_layers`.
+    pub fn with_layer(mut self, layer: LayerSelection) -> Result<Self, TeacherError> {
         let available = self.model.n_layers() + 1;
         if let LayerSelection::Index(i) = layer
             && i >= available
         {
-            return Err(CodecError::LayerOutOfRange {
+            return Err(TeacherError::LayerOutOfRange {
                 layer: i,
                 available,
             });
@@ -129,29 +130,31 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// Missing or malformed files (named), a config of another kind, weights that do not fit.
-    pub fn load(dir: impl AsRef<Path>, device: &Device) -> Result<Self, CodecError> {
+    pub fn load(dir: impl AsRef<Path>, device: &Device) -> Result<Self, TeacherError> {
         let dir = dir.as_ref();
         let file = read_teacher_file(dir)?;
         let mut model = file.model.init(device)?;
         let weights = dir.join(WEIGHTS_FILE);
         if !weights.is_file() {
-            return Err(CodecError::Io {
+            return Err(WeightError::Io {
                 path: weights,
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
-            });
+            }
+            .into());
         }
         let mut store = SafetensorsStore::from_file(&weights);
         let applied = model
             .load_from(&mut store)
-            .map_err(|e| CodecError::Safetensors {
+            .map_err(|e| WeightError::Safetensors {
                 path: weights.clone(),
                 reason: e.to_string(),
             })?;
         if !applied.errors.is_empty() || !applied.missing.is_empty() {
-            return Err(CodecError::Safetensors {
+            return Err(WeightError::Safetensors {
                 path: weights,
                 reason: applied.to_string(),
-            });
+            }
+            .into());
         }
         let tokenizer = TextTokenizer::load(&dir.join(TOKENIZER_FILE))?;
         Self::new(
@@ -167,10 +170,10 @@ impl CtcTeacher {
     /// temporary file first and renamed into place.
     ///
     /// # Errors
-    /// [`CodecError::Io`] or [`CodecError::Safetensors`] naming the file.
-    pub fn save(&self, dir: impl AsRef<Path>) -> Result<(), CodecError> {
+    /// [`WeightError::Io`] or [`WeightError::Safetensors`] naming the file.
+    pub fn save(&self, dir: impl AsRef<Path>) -> Result<(), TeacherError> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|source| CodecError::Io {
+        std::fs::create_dir_all(dir).map_err(|source| WeightError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
@@ -187,17 +190,20 @@ impl CtcTeacher {
         };
         let config_path = dir.join(CONFIG_FILE);
         let json =
-            serde_json::to_string_pretty(&file).map_err(|source| CodecError::ConfigParse {
+            serde_json::to_string_pretty(&file).map_err(|source| WeightError::ConfigParse {
                 path: config_path.clone(),
                 source,
             })?;
         voxspec_data::write_atomic(&config_path, json.as_bytes())?;
         self.tokenizer.save(&dir.join(TOKENIZER_FILE))?;
         let weights = dir.join(WEIGHTS_FILE);
-        voxspec_train::save_weights(&self.model, &weights).map_err(|e| CodecError::Safetensors {
-            path: weights.clone(),
-            reason: e.to_string(),
-        })
+        voxspec_train::save_weights(&self.model, &weights).map_err(|e| {
+            WeightError::Safetensors {
+                path: weights.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(())
     }
 
     /// The model.
@@ -229,8 +235,8 @@ impl CtcTeacher {
     /// with references normalised this way.
     ///
     /// # Errors
-    /// [`CodecError::Data`] if the normaliser fails.
-    pub fn normalize(&self, text: &str) -> Result<String, CodecError> {
+    /// [`TeacherError::Data`] if the normaliser fails.
+    pub fn normalize(&self, text: &str) -> Result<String, TeacherError> {
         Ok(self.tokenizer.normalize(text)?)
     }
 
@@ -238,13 +244,13 @@ impl CtcTeacher {
     ///
     /// # Shapes
     /// `waves`: `batch` slices → `[batch, frames, n_mels]` and the valid frames of each.
-    fn batch_features(&self, waves: &[&[f32]]) -> Result<(Tensor<3>, Vec<usize>), CodecError> {
+    fn batch_features(&self, waves: &[&[f32]]) -> Result<(Tensor<3>, Vec<usize>), TeacherError> {
         let min = 1;
         let feats: Vec<Vec<f32>> = waves
             .iter()
             .map(|w| {
                 if w.len() < min {
-                    Err(CodecError::WaveTooShort {
+                    Err(TeacherError::WaveTooShort {
                         samples: w.len(),
                         min,
                     })
@@ -270,9 +276,9 @@ impl CtcTeacher {
     /// Greedy transcripts of several waveforms (at [`SemanticTeacher::sample_rate`]), batched.
     ///
     /// # Errors
-    /// [`CodecError::WaveTooShort`] for an empty waveform, and model
+    /// [`TeacherError::WaveTooShort`] for an empty waveform, and model
     /// errors (e.g. audio longer than `max_seq_len` frames).
-    pub fn transcribe_batch(&self, waves: &[&[f32]]) -> Result<Vec<String>, CodecError> {
+    pub fn transcribe_batch(&self, waves: &[&[f32]]) -> Result<Vec<String>, TeacherError> {
         if waves.is_empty() {
             return Ok(Vec::new());
         }
@@ -288,7 +294,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// As [`CtcTeacher::transcribe_batch`].
-    pub fn transcribe(&self, wave: &[f32]) -> Result<String, CodecError> {
+    pub fn transcribe(&self, wave: &[f32]) -> Result<String, TeacherError> {
         Ok(self
             .transcribe_batch(&[wave])?
             .into_iter()
@@ -305,7 +311,7 @@ impl CtcTeacher {
         &self,
         wave: &[f32],
         reference: &str,
-    ) -> Result<(String, ErrorCounts), CodecError> {
+    ) -> Result<(String, ErrorCounts), TeacherError> {
         let hyp = self.transcribe(wave)?;
         let counts = ErrorCounts::between(&hyp, &self.normalize(reference)?);
         Ok((hyp, counts))
@@ -318,9 +324,9 @@ impl CtcTeacher {
     /// `waves`: `batch` slices → `batch` × `[frames_b, vocab]` at 50 Hz.
     ///
     /// # Errors
-    /// As [`CtcTeacher::transcribe_batch`]; [`CodecError::TensorRead`] if the values cannot be
+    /// As [`CtcTeacher::transcribe_batch`]; [`TeacherError::TensorRead`] if the values cannot be
     /// read back.
-    pub fn log_probs_batch(&self, waves: &[&[f32]]) -> Result<Vec<LogProbs>, CodecError> {
+    pub fn log_probs_batch(&self, waves: &[&[f32]]) -> Result<Vec<LogProbs>, TeacherError> {
         if waves.is_empty() {
             return Ok(Vec::new());
         }
@@ -344,16 +350,16 @@ impl CtcTeacher {
     /// index in `set` of clip `b`'s own transcript.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] when `own` and `waves` differ in length or an index is not
+    /// [`TeacherError::InvalidInput`] when `own` and `waves` differ in length or an index is not
     /// a candidate; as [`CtcTeacher::log_probs_batch`].
     pub fn forced_choice(
         &self,
         set: &ForcedChoice,
         waves: &[&[f32]],
         own: &[usize],
-    ) -> Result<Vec<ClipVerdict>, CodecError> {
+    ) -> Result<Vec<ClipVerdict>, TeacherError> {
         if own.len() != waves.len() {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "forced-choice clips",
                 reason: format!(
                     "{} waveforms but {} own transcripts",
@@ -376,7 +382,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// As [`CtcTeacher::transcribe`].
-    pub fn log_probs(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+    pub fn log_probs(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError> {
         let (x, lengths) = self.batch_features(&[wave])?;
         let out = self.model.forward(x, &lengths)?;
         Ok(log_softmax(out.logits, 2).squeeze_dim::<2>(0))
@@ -387,7 +393,7 @@ impl CtcTeacher {
     ///
     /// # Errors
     /// As [`SemanticTeacher::features`].
-    pub fn features_batch(&self, waves: &[&[f32]]) -> Result<Vec<Tensor<2>>, CodecError> {
+    pub fn features_batch(&self, waves: &[&[f32]]) -> Result<Vec<Tensor<2>>, TeacherError> {
         if waves.is_empty() {
             return Ok(Vec::new());
         }
@@ -436,11 +442,11 @@ impl SemanticTeacher for CtcTeacher {
         self.model.output_frames(self.frontend.num_frames(samples))
     }
 
-    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError> {
         self.features_batch(&[wave])?
             .into_iter()
             .next()
-            .ok_or(CodecError::InvalidInput {
+            .ok_or(TeacherError::InvalidInput {
                 what: "ctc features",
                 reason: "no output for one waveform".into(),
             })
@@ -450,21 +456,13 @@ impl SemanticTeacher for CtcTeacher {
 /// Reads and checks `<dir>/config.json` of a CTC teacher.
 ///
 /// # Errors
-/// [`CodecError::Io`], [`CodecError::ConfigParse`], or [`CodecError::InvalidConfig`] when the
+/// [`WeightError::Io`], [`WeightError::ConfigParse`], or [`TeacherError::InvalidConfig`] when the
 /// `kind` is not [`CTC_KIND`].
-pub fn read_teacher_file(dir: &Path) -> Result<CtcTeacherFile, CodecError> {
+pub fn read_teacher_file(dir: &Path) -> Result<CtcTeacherFile, TeacherError> {
     let path: PathBuf = dir.join(CONFIG_FILE);
-    let bytes = std::fs::read(&path).map_err(|source| CodecError::Io {
-        path: path.clone(),
-        source,
-    })?;
-    let file: CtcTeacherFile =
-        serde_json::from_slice(&bytes).map_err(|source| CodecError::ConfigParse {
-            path: path.clone(),
-            source,
-        })?;
+    let file: CtcTeacherFile = read_json(&path)?;
     if file.kind != CTC_KIND {
-        return Err(CodecError::InvalidConfig {
+        return Err(TeacherError::InvalidConfig {
             field: "kind",
             reason: format!(
                 "{} has kind {:?}, expected {CTC_KIND:?}",

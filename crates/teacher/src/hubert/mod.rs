@@ -18,7 +18,6 @@
 mod loader;
 
 pub use loader::{CONFIG_FILE, IGNORED, KEY_MAP, PREPROCESSOR_FILE, WEIGHTS_FILE};
-pub(crate) use loader::{WeightFile, read_json};
 
 use burn::config::Config;
 use burn::module::Module;
@@ -29,7 +28,7 @@ use burn::nn::{
 use burn::tensor::activation::{gelu, gelu_approximate, relu, silu, softmax};
 use burn::tensor::{Device, Tensor, TensorData};
 
-use crate::error::CodecError;
+use crate::error::TeacherError;
 use crate::teacher::{LayerSelection, SemanticTeacher};
 
 /// Epsilon of the `torch.nn.GroupNorm` / `LayerNorm` inside the feature encoder (PyTorch's
@@ -170,9 +169,9 @@ impl HubertConfig {
     /// Checks the consistency of the fields.
     ///
     /// # Errors
-    /// [`CodecError::InvalidConfig`] naming the offending field.
-    pub fn validate(&self) -> Result<(), CodecError> {
-        let invalid = |field, reason: String| Err(CodecError::InvalidConfig { field, reason });
+    /// [`TeacherError::InvalidConfig`] naming the offending field.
+    pub fn validate(&self) -> Result<(), TeacherError> {
+        let invalid = |field, reason: String| Err(TeacherError::InvalidConfig { field, reason });
         let n = self.conv_dim.len();
         if n == 0 || self.conv_kernel.len() != n || self.conv_stride.len() != n {
             return invalid(
@@ -558,13 +557,13 @@ impl HubertTeacher {
     /// Wraps a loaded model.
     ///
     /// # Errors
-    /// [`CodecError::LayerOutOfRange`] if `layer` is an index above `num_hidden_layers`.
-    pub fn new(model: Hubert, layer: LayerSelection) -> Result<Self, CodecError> {
+    /// [`TeacherError::LayerOutOfRange`] if `layer` is an index above `num_hidden_layers`.
+    pub fn new(model: Hubert, layer: LayerSelection) -> Result<Self, TeacherError> {
         let available = model.config.num_hidden_layers + 1;
         if let LayerSelection::Index(i) = layer
             && i >= available
         {
-            return Err(CodecError::LayerOutOfRange {
+            return Err(TeacherError::LayerOutOfRange {
                 layer: i,
                 available,
             });
@@ -600,10 +599,10 @@ impl SemanticTeacher for HubertTeacher {
         self.model.config.num_frames(samples)
     }
 
-    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, CodecError> {
+    fn features(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError> {
         let min = self.model.config.receptive_field();
         if wave.len() < min {
-            return Err(CodecError::WaveTooShort {
+            return Err(TeacherError::WaveTooShort {
                 samples: wave.len(),
                 min,
             });
@@ -621,7 +620,7 @@ impl SemanticTeacher for HubertTeacher {
                 out.hidden_states
                     .into_iter()
                     .nth(i)
-                    .ok_or(CodecError::LayerOutOfRange {
+                    .ok_or(TeacherError::LayerOutOfRange {
                         layer: i,
                         available: count,
                     })?
@@ -630,7 +629,7 @@ impl SemanticTeacher for HubertTeacher {
                 .hidden_states
                 .into_iter()
                 .reduce(|acc, h| acc + h)
-                .ok_or(CodecError::LayerOutOfRange {
+                .ok_or(TeacherError::LayerOutOfRange {
                     layer: 0,
                     available: 0,
                 })?

@@ -25,7 +25,7 @@
 //! against 59/60 raw (the miss: a 47-character sentence losing to a 35-character one); on the
 //! codec's resynthesis the gap widens (full RVQ 55/60 against 45/60, RVQ-1 47/60 against
 //! 39/60). Both rules stay at chance on noise, silence and deranged transcripts
-//! (`crates/codec/tests/forced_choice.rs`).
+//! (`crates/teacher/tests/forced_choice.rs`).
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -35,7 +35,7 @@ use super::cer::ErrorCounts;
 use super::decode::collapse_path;
 use super::loss::ctc_log_likelihood;
 use super::model::BLANK;
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// Frame log-probabilities of one clip, on the host.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,10 +52,10 @@ impl LogProbs {
     /// Wraps a `[frames, classes]` row-major matrix.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] when `data` does not hold `frames × classes` values.
-    pub fn new(frames: usize, classes: usize, data: Vec<f32>) -> Result<Self, CodecError> {
+    /// [`TeacherError::InvalidInput`] when `data` does not hold `frames × classes` values.
+    pub fn new(frames: usize, classes: usize, data: Vec<f32>) -> Result<Self, TeacherError> {
         if data.len() != frames * classes {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "log-probs",
                 reason: format!(
                     "{} values for {frames} frames × {classes} classes",
@@ -198,13 +198,13 @@ impl ForcedChoice {
     /// normalisation) are kept once, in first-seen order.
     ///
     /// # Errors
-    /// [`CodecError::Data`] for a text that is empty after normalisation;
-    /// [`CodecError::InvalidInput`] for an empty set.
+    /// [`TeacherError::Data`] for a text that is empty after normalisation;
+    /// [`TeacherError::InvalidInput`] for an empty set.
     pub fn new<'a>(
         tokenizer: &TextTokenizer,
         texts: impl IntoIterator<Item = &'a str>,
         norm: LengthNorm,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for text in texts {
@@ -223,18 +223,18 @@ impl ForcedChoice {
     /// A candidate set of already-encoded `(normalised text, label ids)` pairs, kept as given.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] for an empty set, or a candidate without labels or
+    /// [`TeacherError::InvalidInput`] for an empty set, or a candidate without labels or
     /// containing the blank.
     pub fn from_ids(
         candidates: impl IntoIterator<Item = (String, Vec<u32>)>,
         norm: LengthNorm,
-    ) -> Result<Self, CodecError> {
+    ) -> Result<Self, TeacherError> {
         let candidates: Vec<Candidate> = candidates
             .into_iter()
             .map(|(text, ids)| Candidate { text, ids })
             .collect();
         if candidates.is_empty() {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "forced-choice candidates",
                 reason: "the candidate set is empty".into(),
             });
@@ -243,7 +243,7 @@ impl ForcedChoice {
             .iter()
             .find(|c| c.ids.is_empty() || c.ids.contains(&BLANK))
         {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "forced-choice candidate",
                 reason: format!("{:?} has no labels or contains the blank", c.text),
             });
@@ -285,12 +285,12 @@ impl ForcedChoice {
     /// Index of the candidate whose normalised text equals `text` normalised by `tokenizer`.
     ///
     /// # Errors
-    /// [`CodecError::Data`] if the normaliser fails.
+    /// [`TeacherError::Data`] if the normaliser fails.
     pub fn position(
         &self,
         tokenizer: &TextTokenizer,
         text: &str,
-    ) -> Result<Option<usize>, CodecError> {
+    ) -> Result<Option<usize>, TeacherError> {
         let normalised = tokenizer.normalize(text)?;
         Ok(self.candidates.iter().position(|c| c.text == normalised))
     }
@@ -303,8 +303,8 @@ impl ForcedChoice {
     /// `log_probs`: `[frames, classes]` → `[N]`.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] when a candidate label is not below `classes`.
-    pub fn scores(&self, log_probs: &LogProbs) -> Result<Vec<f64>, CodecError> {
+    /// [`TeacherError::InvalidInput`] when a candidate label is not below `classes`.
+    pub fn scores(&self, log_probs: &LogProbs) -> Result<Vec<f64>, TeacherError> {
         self.candidates
             .par_iter()
             .map(|c| {
@@ -331,11 +331,11 @@ impl ForcedChoice {
     /// The forced choice of one clip whose own transcript is candidate `own`.
     ///
     /// # Errors
-    /// [`CodecError::InvalidInput`] when `own` is not a candidate index; as
+    /// [`TeacherError::InvalidInput`] when `own` is not a candidate index; as
     /// [`ForcedChoice::scores`].
-    pub fn choose(&self, log_probs: &LogProbs, own: usize) -> Result<ClipChoice, CodecError> {
+    pub fn choose(&self, log_probs: &LogProbs, own: usize) -> Result<ClipChoice, TeacherError> {
         if own >= self.len() {
-            return Err(CodecError::InvalidInput {
+            return Err(TeacherError::InvalidInput {
                 what: "forced-choice own transcript",
                 reason: format!("index {own} is not below the {} candidates", self.len()),
             });
@@ -346,13 +346,13 @@ impl ForcedChoice {
     /// Forced choice, greedy transcript and character errors of one clip.
     ///
     /// # Errors
-    /// As [`ForcedChoice::choose`]; [`CodecError::Data`] if the tokenizer cannot decode.
+    /// As [`ForcedChoice::choose`]; [`TeacherError::Data`] if the tokenizer cannot decode.
     pub fn judge(
         &self,
         tokenizer: &TextTokenizer,
         log_probs: &LogProbs,
         own: usize,
-    ) -> Result<ClipVerdict, CodecError> {
+    ) -> Result<ClipVerdict, TeacherError> {
         let choice = self.choose(log_probs, own)?;
         let hypothesis = tokenizer.decode(&log_probs.greedy(BLANK))?;
         let errors = ErrorCounts::between(&hypothesis, &self.candidates[own].text);

@@ -47,21 +47,21 @@ pub use teacher::{CTC_KIND, CtcTeacher, CtcTeacherFile, read_teacher_file};
 
 use burn::tensor::TensorData;
 
-use crate::error::CodecError;
+use crate::error::TeacherError;
 
 /// The values of a float tensor read back to the host as `f32`.
-pub(crate) fn host_f32(data: TensorData, what: &'static str) -> Result<Vec<f32>, CodecError> {
+pub(crate) fn host_f32(data: TensorData, what: &'static str) -> Result<Vec<f32>, TeacherError> {
     data.try_into_vec_as::<f32>()
-        .map_err(|e| CodecError::TensorRead {
+        .map_err(|e| TeacherError::TensorRead {
             what,
             reason: format!("{e:?}"),
         })
 }
 
 /// The values of an integer tensor read back to the host as `i64`.
-pub(crate) fn host_i64(data: TensorData, what: &'static str) -> Result<Vec<i64>, CodecError> {
+pub(crate) fn host_i64(data: TensorData, what: &'static str) -> Result<Vec<i64>, TeacherError> {
     data.try_into_vec_as::<i64>()
-        .map_err(|e| CodecError::TensorRead {
+        .map_err(|e| TeacherError::TensorRead {
             what,
             reason: format!("{e:?}"),
         })

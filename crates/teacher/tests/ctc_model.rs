@@ -3,9 +3,9 @@
 
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Tensor, TensorData};
-use voxspec_codec::ctc::{CtcModelConfig, CtcTeacher, FrontendConfig, greedy_decode};
-use voxspec_codec::{LayerSelection, SemanticTeacher};
 use voxspec_data::{Normalization, TextTokenizer, TokenizerKind};
+use voxspec_teacher::ctc::{CtcModelConfig, CtcTeacher, FrontendConfig, greedy_decode};
+use voxspec_teacher::{LayerSelection, SemanticTeacher};
 
 const TEXTS: [&str; 3] = [
     "The birch canoe slid on the smooth planks.",
