@@ -38,6 +38,9 @@ pub enum BenchCommand {
     /// Codec encode and decode speed: real-time factors on 10 s of speech (or speech-like
     /// synthetic audio).
     Codec(crate::bench_codec::CodecBenchArgs),
+    /// Load test of the speech server on loopback: throughput, time to first byte and latency
+    /// with 1, 4 and 16 clients, one request at a time against batched.
+    Serve(crate::serve::ServeBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -118,6 +121,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
         BenchCommand::Decode(a) => crate::bench_decode::run(*a),
         BenchCommand::Codec(a) => crate::bench_codec::run(a),
+        BenchCommand::Serve(a) => crate::serve::bench(a),
     }
 }
 

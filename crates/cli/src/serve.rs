@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use voxspec_serve::{Defaults, ServerConfig, build_app, serve};
+use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
 use voxspec_tts::{DecoderParts, Pipeline};
 
 use crate::synth::{ModelArgs, SamplingArgs};
@@ -133,4 +133,144 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// Load test of the server on loopback: for each --max-batch setting a server runs in this
+/// process on 127.0.0.1 (an ephemeral port), and 1, 4, 16 (--clients) concurrent clients send
+/// --requests requests each run (the first sentences of the split's transcripts, seed = request
+/// index, 16-bit PCM). Reports throughput (audio seconds per wall second), time to first byte and
+/// latency percentiles and the mean batch size per run; the settings side by side in one run
+/// show what batching buys. Writes JSON.
+#[derive(Debug, Args)]
+pub struct ServeBenchArgs {
+    #[command(flatten)]
+    models: ModelArgs,
+    /// Prepared data directory with <SPLIT>.jsonl, whose transcripts are spoken
+    /// [default: <EXP>/data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Split whose transcripts are spoken.
+    #[arg(long, default_value = "test")]
+    split: String,
+    /// Concurrent clients of each run.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    clients: Vec<usize>,
+    /// Requests per run.
+    #[arg(long, default_value_t = 16)]
+    requests: usize,
+    /// Server batch limits to compare (1: one request at a time).
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    max_batch: Vec<usize>,
+    /// Milliseconds the worker waits for more requests after the first of a batch.
+    #[arg(long, default_value_t = 5)]
+    batch_wait_ms: u64,
+    /// Decoder every request names.
+    #[arg(long, default_value = "mtp-viterbi")]
+    decoder: String,
+    /// Where to write the JSON report.
+    #[arg(long, short, default_value = "bench-serve.json")]
+    out: PathBuf,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+}
+
+pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !args.clients.is_empty() && !args.clients.contains(&0),
+        "--clients needs values of at least 1"
+    );
+    anyhow::ensure!(
+        !args.max_batch.is_empty() && !args.max_batch.contains(&0),
+        "--max-batch needs values of at least 1"
+    );
+    anyhow::ensure!(args.requests > 0, "--requests must be at least 1");
+    let data = args
+        .data
+        .clone()
+        .unwrap_or_else(|| args.models.exp.join("data"));
+    let manifest = data.join(format!("{}.jsonl", args.split));
+    let sentences: Vec<String> = voxspec_data::read_manifest(&manifest)
+        .with_context(|| format!("reading the {} manifest", args.split))?
+        .into_iter()
+        .take(args.requests)
+        .map(|u| u.text)
+        .collect();
+    anyhow::ensure!(
+        !sentences.is_empty(),
+        "{} has no utterances",
+        manifest.display()
+    );
+    let device = crate::device::single()?;
+    let paths = args.models.paths();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let mut runs = Vec::new();
+    for &max_batch in &args.max_batch {
+        let pipeline = Pipeline::load(&paths, &device)?;
+        let mut parts = DecoderParts::default();
+        if paths.transitions.is_file() {
+            parts.load_transitions(&paths.transitions)?;
+        }
+        let config = ServerConfig {
+            defaults: Defaults {
+                decoder: args.decoder.clone(),
+                sampler: args.sampling.config()?,
+                max_batch,
+                batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
+                ..Defaults::default()
+            },
+            ..ServerConfig::default()
+        };
+        let app = build_app(pipeline, parts, &config)?;
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .context("binding a loopback port")?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = runtime.spawn(serve(listener, app, async {
+            let _ = stopped.await;
+        }));
+        for &clients in &args.clients {
+            let load = LoadConfig {
+                clients,
+                requests: args.requests,
+                sentences: sentences.clone(),
+                decoder: args.decoder.clone(),
+                timeout: std::time::Duration::from_secs(600),
+            };
+            let report = run_load(addr, &load)?;
+            eprintln!(
+                "max batch {max_batch:>2}, {clients:>2} clients: {:.2} audio s/s, TTFB p50 {:.2} s \
+                 p95 {:.2} s, latency p95 {:.2} s, mean batch {:.1}",
+                report.throughput,
+                report.ttfb_p50,
+                report.ttfb_p95,
+                report.latency_p95,
+                report.mean_batch
+            );
+            runs.push(serde_json::json!({ "max_batch": max_batch, "report": report }));
+        }
+        let _ = stop.send(());
+        runtime
+            .block_on(server)
+            .context("the server task")?
+            .context("the server")?;
+    }
+    let report = serde_json::json!({
+        "benchmark": "serve",
+        "decoder": args.decoder,
+        "engine": paths.engine,
+        "requests_per_run": args.requests,
+        "batch_wait_ms": args.batch_wait_ms,
+        "threads": rayon::current_num_threads(),
+        "note": "responses are whole (no streaming yet): time to first byte is the latency",
+        "runs": runs,
+    });
+    voxspec_data::write_atomic(&args.out, serde_json::to_string_pretty(&report)?.as_bytes())
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!("wrote {}", args.out.display());
+    Ok(())
 }

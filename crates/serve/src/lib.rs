@@ -20,6 +20,7 @@
 
 mod api;
 mod error;
+mod load;
 mod metrics;
 mod routes;
 mod server;
@@ -27,6 +28,7 @@ mod worker;
 
 pub use api::{ResponseFormat, SpeechRequest};
 pub use error::{ApiError, ServeError};
+pub use load::{LoadConfig, LoadReport, run_load};
 pub use metrics::Metrics;
 pub use routes::{AppState, router};
 pub use server::{ServerConfig, build_app, serve};

@@ -14,7 +14,7 @@ use burn::tensor::Device;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use voxspec_serve::{Defaults, ServerConfig, build_app, serve};
+use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
 use voxspec_tts::{DecoderParts, Pipeline, write_untrained_experiment};
 
 fn app(dir: &Path) -> Router {
@@ -270,6 +270,38 @@ async fn serves_over_a_socket_and_shuts_down_gracefully() {
     let head = String::from_utf8_lossy(&response[..response.len().min(200)]).to_string();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.to_lowercase().contains("x-sample-rate"), "{head}");
+
+    // The load generator: every request answered, the figures consistent.
+    let load = LoadConfig {
+        clients: 2,
+        requests: 5,
+        sentences: vec!["Hello.".into(), "The cat sat on the mat.".into()],
+        decoder: "mtp".into(),
+        timeout: Duration::from_secs(60),
+    };
+    let report = tokio::task::spawn_blocking(move || run_load(addr, &load))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((report.clients, report.requests), (2, 5));
+    assert!(report.audio_seconds > 0.0 && report.throughput > 0.0);
+    assert!(report.ttfb_p50 <= report.latency_p50 && report.latency_p50 <= report.latency_p95);
+    assert!(report.mean_batch >= 1.0);
+    let bad = LoadConfig {
+        decoder: "magic".into(),
+        ..LoadConfig {
+            clients: 1,
+            requests: 1,
+            sentences: vec!["Hello.".into()],
+            decoder: String::new(),
+            timeout: Duration::from_secs(60),
+        }
+    };
+    let err = tokio::task::spawn_blocking(move || run_load(addr, &bad))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("400"), "{err}");
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }
