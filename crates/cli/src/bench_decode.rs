@@ -9,7 +9,6 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use voxspec_data::read_manifest;
 use voxspec_teacher::CtcTeacher;
 use voxspec_tts::{
     BenchSettings, DecodeRow, DecoderGrid, DecoderParts, DecoderSpec, Judge, Pipeline, RuleSpec,
@@ -18,19 +17,15 @@ use voxspec_tts::{
 
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
-use crate::synth::{LengthArgs, ModelArgs, SamplingArgs};
+use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
 
 /// Decoders side by side on a split's sentences (their transcripts as text).
 #[derive(Debug, Args)]
 pub struct DecodeBenchArgs {
     #[command(flatten)]
     models: ModelArgs,
-    /// Prepared data directory with <SPLIT>.jsonl [default: <EXP>/data].
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
-    /// Split whose transcripts are synthesised.
-    #[arg(long, default_value = "test")]
-    split: String,
+    #[command(flatten)]
+    sentences: SplitArgs,
     /// Use at most this many utterances.
     #[arg(long, default_value_t = 10)]
     max_utterances: usize,
@@ -111,13 +106,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     let sampler = args.sampling.config()?;
     let paths = args.models.paths();
     let pipeline = Pipeline::load(&paths, &device)?;
-    let data = args
-        .data
-        .clone()
-        .unwrap_or_else(|| args.models.exp.join("data"));
-    let manifest = data.join(format!("{}.jsonl", args.split));
-    let split_utterances =
-        read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
+    let (manifest, split_utterances) = args.sentences.read(&args.models.exp)?;
     let utterances: Vec<_> = split_utterances
         .iter()
         .take(args.max_utterances)
@@ -183,7 +172,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let json = serde_json::json!({
         "benchmark": "decode",
-        "split": args.split,
+        "split": args.sentences.split,
         "utterances": utterances.len(),
         "threads": rayon::current_num_threads(),
         "engine": paths.engine,

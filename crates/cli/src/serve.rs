@@ -7,7 +7,7 @@ use clap::Args;
 use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
 use voxspec_tts::{DecoderParts, Pipeline};
 
-use crate::synth::{ModelArgs, SamplingArgs};
+use crate::synth::{ModelArgs, SamplingArgs, SplitArgs};
 
 /// Serve speech over HTTP: `POST /v1/audio/speech` (OpenAI-style body: input, voice,
 /// response_format wav|pcm, speed; plus decoder, heads, seed, temperature), `GET /health`,
@@ -145,13 +145,8 @@ async fn shutdown_signal() {
 pub struct ServeBenchArgs {
     #[command(flatten)]
     models: ModelArgs,
-    /// Prepared data directory with <SPLIT>.jsonl, whose transcripts are spoken
-    /// [default: <EXP>/data].
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
-    /// Split whose transcripts are spoken.
-    #[arg(long, default_value = "test")]
-    split: String,
+    #[command(flatten)]
+    sentences: SplitArgs,
     /// Concurrent clients of each run.
     #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
     clients: Vec<usize>,
@@ -184,22 +179,14 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         "--max-batch needs values of at least 1"
     );
     anyhow::ensure!(args.requests > 0, "--requests must be at least 1");
-    let data = args
-        .data
-        .clone()
-        .unwrap_or_else(|| args.models.exp.join("data"));
-    let manifest = data.join(format!("{}.jsonl", args.split));
-    let sentences: Vec<String> = voxspec_data::read_manifest(&manifest)
-        .with_context(|| format!("reading the {} manifest", args.split))?
+    let sentences: Vec<String> = args
+        .sentences
+        .read(&args.models.exp)?
+        .1
         .into_iter()
         .take(args.requests)
         .map(|u| u.text)
         .collect();
-    anyhow::ensure!(
-        !sentences.is_empty(),
-        "{} has no utterances",
-        manifest.display()
-    );
     let device = crate::device::single()?;
     let paths = args.models.paths();
     let runtime = tokio::runtime::Builder::new_multi_thread()

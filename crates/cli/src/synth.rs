@@ -1,12 +1,13 @@
 //! `voxspec synthesize` and the command-line settings the decoder benchmark shares with it; the
 //! pipeline itself is `voxspec_tts::Pipeline`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use voxspec_audio::{Audio, WavFormat, write_wav};
+use voxspec_data::{Utterance, read_manifest};
 use voxspec_infer::{SamplerConfig, StopReason};
 use voxspec_tts::{
     DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, ModelPaths, Pipeline, RuleSpec,
@@ -49,6 +50,31 @@ impl ModelArgs {
             transitions: self.transitions.clone().unwrap_or(defaults.transitions),
             engine: self.engine,
         }
+    }
+}
+
+/// A split of a prepared corpus whose transcripts are spoken (the benchmarks' sentences).
+#[derive(Debug, Clone, Args)]
+pub struct SplitArgs {
+    /// Prepared data directory with <SPLIT>.jsonl [default: <EXP>/data].
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Split whose transcripts are spoken.
+    #[arg(long, default_value = "test")]
+    pub split: String,
+}
+
+impl SplitArgs {
+    /// The split's manifest path and its utterances (`exp` gives the default data directory).
+    pub fn read(&self, exp: &Path) -> anyhow::Result<(PathBuf, Vec<Utterance>)> {
+        let data = self.data.clone().unwrap_or_else(|| exp.join("data"));
+        let manifest = data.join(format!("{}.jsonl", self.split));
+        let utterances = read_manifest(&manifest)
+            .with_context(|| format!("reading the {} manifest", self.split))?;
+        if utterances.is_empty() {
+            bail!("{} has no utterances", manifest.display());
+        }
+        Ok((manifest, utterances))
     }
 }
 
