@@ -19,7 +19,7 @@ use symphonia::core::codecs::audio::{AudioCodecParameters, AudioDecoderOptions};
 use symphonia::core::errors::Error as SymError;
 use symphonia::core::formats::probe::Hint;
 use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
-use symphonia::core::io::{MediaSourceStream, MediaSourceStreamOptions};
+use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions};
 use symphonia::core::meta::MetadataOptions;
 
 use crate::error::AudioError;
@@ -215,7 +215,27 @@ fn open(path: &Path) -> Result<Opened, AudioError> {
             path: path.to_path_buf(),
         });
     }
-    let mss = MediaSourceStream::new(Box::new(file), MediaSourceStreamOptions::default());
+    open_source(path, Box::new(file))
+}
+
+/// Decode an audio file held in memory (an upload, say) to mono; `name` stands for the file in
+/// errors and its extension, if any, hints the container.
+///
+/// # Errors
+/// As [`load`], naming `name`.
+pub fn load_bytes(bytes: Vec<u8>, name: &Path) -> Result<Audio, AudioError> {
+    if bytes.is_empty() {
+        return Err(AudioError::Empty {
+            path: name.to_path_buf(),
+        });
+    }
+    let opened = open_source(name, Box::new(io::Cursor::new(bytes)))?;
+    decode(name, opened).map(|(_, audio)| audio)
+}
+
+/// Probe the container of `source` (named `path` in errors) and select the default audio track.
+fn open_source(path: &Path, source: Box<dyn MediaSource>) -> Result<Opened, AudioError> {
+    let mss = MediaSourceStream::new(source, MediaSourceStreamOptions::default());
     let mut hint = Hint::new();
     if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
         hint.with_extension(ext);
@@ -430,6 +450,28 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
             .join(name)
+    }
+
+    #[test]
+    fn bytes_in_memory_decode_like_the_file() {
+        for name in ["speech_22050.flac", "tone_44k.mp3", "tone_stereo_16k.ogg"] {
+            let path = fixture(name);
+            let from_file = load(&path).unwrap();
+            let from_bytes = load_bytes(std::fs::read(&path).unwrap(), Path::new(name)).unwrap();
+            assert_eq!(from_bytes, from_file, "{name}");
+            // Without the extension's hint the probe still finds the container.
+            let unnamed = load_bytes(std::fs::read(&path).unwrap(), Path::new("upload")).unwrap();
+            assert_eq!(unnamed, from_file, "{name} without a name");
+        }
+        let name = Path::new("upload.wav");
+        assert!(matches!(
+            load_bytes(Vec::new(), name),
+            Err(AudioError::Empty { .. })
+        ));
+        match load_bytes(b"not audio".to_vec(), name) {
+            Err(AudioError::Unsupported { path, .. }) => assert_eq!(path, name),
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Write interleaved integer samples with hound.

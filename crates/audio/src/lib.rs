@@ -20,7 +20,7 @@ mod signal;
 mod stft;
 mod wav;
 
-pub use decode::{Audio, AudioInfo, load, load_resampled, load_with_info, probe};
+pub use decode::{Audio, AudioInfo, load, load_bytes, load_resampled, load_with_info, probe};
 pub use error::AudioError;
 pub use mel::{LogMel, MelConfig, hz_to_mel, mel_filterbank, mel_to_hz};
 pub use resample::{

@@ -10,8 +10,9 @@ use voxspec_tts::{DecoderParts, Pipeline};
 use crate::synth::{ModelArgs, SamplingArgs, SplitArgs};
 
 /// Serve speech over HTTP: `POST /v1/audio/speech` (OpenAI-style body: input, voice,
-/// response_format wav|pcm, speed; plus decoder, heads, seed, temperature), `GET /health`,
-/// `GET /metrics` (Prometheus text).
+/// response_format wav|pcm, speed; plus decoder, heads, seed, temperature), `POST
+/// /v1/voices?name=NAME` (body: an audio file) and `GET /v1/voices`, `GET /health`, `GET
+/// /metrics` (Prometheus text).
 ///
 /// One worker owns the models and decodes the requests waiting for it (up to --max-batch, same
 /// decoder and sampler) as one batch; bad requests get a 4xx JSON error naming the field. Ctrl-C
@@ -47,9 +48,12 @@ pub struct ServeArgs {
     /// Longest accepted input text, characters.
     #[arg(long, default_value_t = 1000)]
     max_input_chars: usize,
-    /// Largest accepted request body, bytes.
+    /// Largest accepted speech request body, bytes.
     #[arg(long, default_value_t = 65536)]
     max_body_bytes: usize,
+    /// Largest accepted voice upload (`POST /v1/voices?name=NAME`, body: an audio file), bytes.
+    #[arg(long, default_value_t = 10 << 20)]
+    max_voice_bytes: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
 }
@@ -90,6 +94,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         },
         voices,
         max_body_bytes: args.max_body_bytes,
+        max_voice_bytes: args.max_voice_bytes,
     };
     let app = build_app(pipeline, parts, &config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -33,6 +33,21 @@ impl ApiError {
         }
     }
 
+    /// A 500 whose message is `e` and its causes, joined by ": ".
+    pub fn internal_chain(e: &dyn std::error::Error) -> Self {
+        let mut message = e.to_string();
+        let mut source = e.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
+        Self::internal(message)
+    }
+
     /// A 503 Service Unavailable (the synthesis worker is gone).
     pub fn unavailable(message: impl Into<String>) -> Self {
         Self {

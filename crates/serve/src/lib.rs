@@ -5,7 +5,10 @@
 //!   `self-spec`), `heads`, `seed` and `temperature`; answers with the audio (headers
 //!   `x-sample-rate`, `x-ar-tokens`, `x-ar-forwards`, `x-decoder`, `x-batch`). Bad requests get a 4xx with
 //!   `{"error": {"message", "type"}}` naming the field.
-//! - `GET /health` — status, sample rate, registered voices.
+//! - `POST /v1/voices?name=NAME` — body: an audio file (any format and rate the audio reader
+//!   takes); encoded once, then requests can name it as their `voice`. `GET /v1/voices` lists
+//!   them.
+//! - `GET /health` — status, sample rate, voices.
 //! - `GET /metrics` — Prometheus text: requests by outcome, queue depth, audio and synthesis
 //!   seconds, AR tokens and forwards.
 //!
@@ -14,7 +17,7 @@
 //! one batch — each keeps its own seed, so a request gets the same audio in a batch as alone. A
 //! batch runs to its end before the next forms (not yet continuous batching). A panic in a
 //! synthesis answers its batch with a 500 and the server goes on. Not built yet: streaming
-//! responses (`stream: true` is refused), voice upload.
+//! responses (`stream: true` is refused).
 
 #![warn(missing_docs)]
 
@@ -32,4 +35,4 @@ pub use load::{LoadConfig, LoadReport, run_load};
 pub use metrics::Metrics;
 pub use routes::{AppState, router};
 pub use server::{ServerConfig, build_app, serve};
-pub use worker::{Defaults, Speech, Synthesizer};
+pub use worker::{Defaults, Speech, Synthesizer, VoiceInfo};

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use voxspec_audio::{Audio, WavFormat, f32_to_i16, wav_bytes};
 
 use crate::api::{ResponseFormat, SpeechRequest};
@@ -26,18 +27,62 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Output sample rate (for `/health`).
     pub sample_rate: u32,
-    /// Registered voice names (for `/health`).
-    pub voices: Vec<String>,
 }
 
-/// The server's routes on `state`; request bodies above `max_body_bytes` get a 413.
-pub fn router(state: AppState, max_body_bytes: usize) -> Router {
+/// The server's routes on `state`; speech request bodies above `max_body_bytes` and voice
+/// uploads above `max_voice_bytes` get a 413.
+pub fn router(state: AppState, max_body_bytes: usize, max_voice_bytes: usize) -> Router {
     Router::new()
-        .route("/v1/audio/speech", post(speech))
+        .route(
+            "/v1/audio/speech",
+            post(speech).layer(DefaultBodyLimit::max(max_body_bytes)),
+        )
+        .route(
+            "/v1/voices",
+            post(upload_voice)
+                .get(list_voices)
+                .layer(DefaultBodyLimit::max(max_voice_bytes)),
+        )
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(max_body_bytes))
         .with_state(state)
+}
+
+/// The query of a voice upload.
+#[derive(Deserialize)]
+struct VoiceQuery {
+    name: String,
+}
+
+/// `POST /v1/voices?name=NAME`, body: an audio file. 201 with `{"voice", "seconds"}`.
+async fn upload_voice(
+    State(state): State<AppState>,
+    query: Result<Query<VoiceQuery>, QueryRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let result = async {
+        let Query(query) = query.map_err(|r| ApiError {
+            status: r.status(),
+            message: format!("name: {}", r.body_text()),
+        })?;
+        let body = body.map_err(|r| ApiError {
+            status: r.status(),
+            message: format!("audio: {}", r.body_text()),
+        })?;
+        state.synth.add_voice(query.name, body.to_vec()).await
+    }
+    .await;
+    match result {
+        Ok(info) => (StatusCode::CREATED, Json(info)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET /v1/voices`: the voices requests can pick.
+async fn list_voices(State(state): State<AppState>) -> Json<Vec<String>> {
+    let mut names = vec!["default".to_string()];
+    names.extend(state.synth.voice_names());
+    Json(names)
 }
 
 #[derive(Serialize)]
@@ -51,7 +96,7 @@ async fn health(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
         sample_rate: state.sample_rate,
-        voices: state.voices.clone(),
+        voices: state.synth.voice_names(),
     })
 }
 

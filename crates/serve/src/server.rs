@@ -22,8 +22,10 @@ pub struct ServerConfig {
     pub defaults: Defaults,
     /// Voices registered at start: name → reference recording (any rate; resampled).
     pub voices: Vec<(String, PathBuf)>,
-    /// Largest accepted request body, bytes.
+    /// Largest accepted speech request body, bytes.
     pub max_body_bytes: usize,
+    /// Largest accepted voice upload, bytes.
+    pub max_voice_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -32,6 +34,7 @@ impl Default for ServerConfig {
             defaults: Defaults::default(),
             voices: Vec::new(),
             max_body_bytes: 64 * 1024,
+            max_voice_bytes: 10 << 20,
         }
     }
 }
@@ -60,11 +63,10 @@ pub fn build_app(
     let metrics = Arc::new(Metrics::default());
     let state = AppState {
         sample_rate: pipeline.sample_rate(),
-        voices: voices.keys().cloned().collect(),
         metrics: metrics.clone(),
         synth: Synthesizer::spawn(pipeline, parts, voices, config.defaults.clone(), metrics),
     };
-    Ok(router(state, config.max_body_bytes))
+    Ok(router(state, config.max_body_bytes, config.max_voice_bytes))
 }
 
 /// Serves `app` on `listener` until `shutdown` completes; requests in flight are finished.

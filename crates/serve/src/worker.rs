@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use axum::http::StatusCode;
 use tokio::sync::oneshot;
 use voxspec_infer::SamplerConfig;
 use voxspec_tts::{
@@ -72,9 +74,29 @@ pub struct Speech {
     pub batch: usize,
 }
 
-struct Job {
-    request: SpeechRequest,
-    reply: oneshot::Sender<Result<Speech, ApiError>>,
+/// A voice added by upload.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct VoiceInfo {
+    /// Its name.
+    pub voice: String,
+    /// Seconds of reference audio.
+    pub seconds: f64,
+}
+
+/// Where a speech result goes.
+type SpeechReply = oneshot::Sender<Result<Speech, ApiError>>;
+
+/// Work for the worker.
+enum Job {
+    Speech {
+        request: SpeechRequest,
+        reply: oneshot::Sender<Result<Speech, ApiError>>,
+    },
+    Voice {
+        name: String,
+        audio: Vec<u8>,
+        reply: oneshot::Sender<Result<VoiceInfo, ApiError>>,
+    },
 }
 
 /// A handle on the worker: cheap to clone, one per HTTP handler.
@@ -82,6 +104,7 @@ struct Job {
 pub struct Synthesizer {
     jobs: mpsc::Sender<Job>,
     metrics: Arc<Metrics>,
+    names: Arc<RwLock<Vec<String>>>,
 }
 
 /// What the worker owns.
@@ -89,6 +112,7 @@ struct Worker {
     pipeline: Pipeline,
     parts: DecoderParts,
     voices: BTreeMap<String, VoicePrompt>,
+    names: Arc<RwLock<Vec<String>>>,
     defaults: Defaults,
 }
 
@@ -103,10 +127,12 @@ impl Synthesizer {
         metrics: Arc<Metrics>,
     ) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let names = Arc::new(RwLock::new(voices.keys().cloned().collect()));
         let worker = Worker {
             pipeline,
             parts,
             voices,
+            names: names.clone(),
             defaults,
         };
         let m = metrics.clone();
@@ -115,7 +141,42 @@ impl Synthesizer {
             .spawn(move || worker.run(queue, &m))
             .map(|_| ())
             .unwrap_or_else(|e| tracing::error!("cannot start the synthesis thread: {e}"));
-        Self { jobs, metrics }
+        Self {
+            jobs,
+            metrics,
+            names,
+        }
+    }
+
+    /// Names of the voices requests can pick (besides `default`).
+    pub fn voice_names(&self) -> Vec<String> {
+        self.names.read().map(|n| n.clone()).unwrap_or_default()
+    }
+
+    /// Adds the voice `name` from the bytes of an audio file (any format and rate the audio
+    /// reader takes), encoded once by the codec.
+    ///
+    /// # Errors
+    /// [`ApiError`] 400 for a bad name or audio that cannot be decoded or is too short (naming
+    /// it), 409 for a name already taken, 503 when the worker is gone.
+    pub async fn add_voice(&self, name: String, audio: Vec<u8>) -> Result<VoiceInfo, ApiError> {
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid {
+            return Err(ApiError::bad_request(format!(
+                "name: {name:?} must be 1 to 64 letters, digits, '-' or '_'"
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        if self.jobs.send(Job::Voice { name, audio, reply }).is_err() {
+            return Err(ApiError::unavailable("the synthesis worker has stopped"));
+        }
+        answer
+            .await
+            .map_err(|_| ApiError::unavailable("the synthesis worker has stopped"))?
     }
 
     /// Runs `request` on the worker and waits for its result.
@@ -126,7 +187,7 @@ impl Synthesizer {
     pub async fn synthesize(&self, request: SpeechRequest) -> Result<Speech, ApiError> {
         let (reply, answer) = oneshot::channel();
         self.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-        if self.jobs.send(Job { request, reply }).is_err() {
+        if self.jobs.send(Job::Speech { request, reply }).is_err() {
             self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::unavailable("the synthesis worker has stopped"));
         }
@@ -137,7 +198,7 @@ impl Synthesizer {
 }
 
 impl Worker {
-    fn run(self, queue: mpsc::Receiver<Job>, metrics: &Metrics) {
+    fn run(mut self, queue: mpsc::Receiver<Job>, metrics: &Metrics) {
         // Block for one request, then take what arrives within the batch wait, up to the limit.
         while let Ok(first) = queue.recv() {
             let deadline = Instant::now() + self.defaults.batch_wait;
@@ -154,31 +215,69 @@ impl Worker {
                     None => break,
                 }
             }
+            let mut speech = Vec::new();
+            for job in jobs {
+                match job {
+                    Job::Speech { request, reply } => speech.push((request, reply)),
+                    // Voices first: a request of this batch may name one.
+                    Job::Voice { name, audio, reply } => {
+                        let _ = reply.send(self.add_voice(name, audio));
+                    }
+                }
+            }
             metrics
                 .queue_depth
-                .fetch_sub(jobs.len() as i64, Ordering::Relaxed);
-            self.run_jobs(jobs, metrics);
+                .fetch_sub(speech.len() as i64, Ordering::Relaxed);
+            self.run_jobs(speech, metrics);
         }
     }
 
-    /// Checks every job (answering the bad ones), then runs the others in batches of equal
+    /// Decodes and encodes an uploaded voice and registers it.
+    fn add_voice(&mut self, name: String, audio: Vec<u8>) -> Result<VoiceInfo, ApiError> {
+        if name == "default" || self.voices.contains_key(&name) {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: format!("name: the voice {name:?} exists already"),
+            });
+        }
+        let label = PathBuf::from(format!("uploaded voice {name}"));
+        let audio = voxspec_audio::load_bytes(audio, &label)
+            .map_err(|e| ApiError::bad_request(format!("audio: {e}")))?;
+        let prompt = catch_unwind(AssertUnwindSafe(|| {
+            self.pipeline.encode_voice(&audio, &label, None)
+        }))
+        .map_err(|_| ApiError::internal("encoding the voice panicked"))?
+        .map_err(|e| ApiError::bad_request(format!("audio: {e}")))?;
+        self.voices.insert(name.clone(), prompt);
+        if let Ok(mut names) = self.names.write() {
+            names.push(name.clone());
+        }
+        tracing::info!(voice = %name, "voice uploaded");
+        Ok(VoiceInfo {
+            voice: name,
+            seconds: audio.duration_secs(),
+        })
+    }
+
+    /// Checks every request (answering the bad ones), then runs the others in batches of equal
     /// decoder and sampler.
-    fn run_jobs(&self, jobs: Vec<Job>, metrics: &Metrics) {
-        let mut groups: Vec<(Plan, Vec<(SpeechItem<'_>, Job)>)> = Vec::new();
-        for job in jobs {
-            match self.prepare(&job.request) {
+    fn run_jobs(&self, jobs: Vec<(SpeechRequest, SpeechReply)>, metrics: &Metrics) {
+        let mut groups: Vec<(Plan, Vec<(SpeechItem<'_>, SpeechReply)>)> = Vec::new();
+        for (request, reply) in jobs {
+            match self.prepare(&request) {
                 Ok((plan, item)) => match groups.iter_mut().find(|(p, _)| *p == plan) {
-                    Some((_, members)) => members.push((item, job)),
-                    None => groups.push((plan, vec![(item, job)])),
+                    Some((_, members)) => members.push((item, reply)),
+                    None => groups.push((plan, vec![(item, reply)])),
                 },
                 Err(e) => {
-                    let _ = job.reply.send(Err(e));
+                    let _ = reply.send(Err(e));
                 }
             }
         }
         for (plan, members) in groups {
             let start = Instant::now();
-            let (items, jobs): (Vec<SpeechItem<'_>>, Vec<Job>) = members.into_iter().unzip();
+            let (items, jobs): (Vec<SpeechItem<'_>>, Vec<SpeechReply>) =
+                members.into_iter().unzip();
             let result = catch_unwind(AssertUnwindSafe(|| self.run_batch(&plan, &items)))
                 .unwrap_or_else(|panic| {
                     let what = panic
@@ -195,15 +294,15 @@ impl Worker {
             metrics.record_batch(jobs.len(), seconds);
             match result {
                 Ok(speeches) => {
-                    for (speech, job) in speeches.into_iter().zip(jobs) {
+                    for (speech, reply) in speeches.into_iter().zip(jobs) {
                         metrics.record_speech(&speech);
                         // The client may have gone; nothing to do then.
-                        let _ = job.reply.send(Ok(speech));
+                        let _ = reply.send(Ok(speech));
                     }
                 }
                 Err(e) => {
-                    for job in jobs {
-                        let _ = job.reply.send(Err(e.clone()));
+                    for reply in jobs {
+                        let _ = reply.send(Err(e.clone()));
                     }
                 }
             }
@@ -218,7 +317,7 @@ impl Worker {
         let out = self
             .pipeline
             .synthesize_batch(decoder.as_mut(), items, &plan.sampler)
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| ApiError::internal_chain(&e))?;
         Ok(out
             .into_iter()
             .map(|o| Speech {
@@ -321,7 +420,7 @@ impl Worker {
             .request(&text, voice, &lengths, request.seed.unwrap_or(0))
             .map_err(|e| match e {
                 TtsError::Text(m) => ApiError::bad_request(format!("input: {m}")),
-                other => ApiError::internal(other.to_string()),
+                other => ApiError::internal_chain(&other),
             })?;
         Ok((
             Plan { spec, sampler },

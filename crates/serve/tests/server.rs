@@ -195,6 +195,98 @@ async fn speech_health_metrics_and_bad_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voices_are_uploaded_and_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/minitts/test-clean");
+    let flac = std::fs::read_dir(&root)
+        .unwrap()
+        .flat_map(|d| walk(&d.unwrap().path()))
+        .find(|p| p.extension().is_some_and(|e| e == "flac"))
+        .expect("a FLAC file of the bundled corpus");
+    let upload = |name: &str, bytes: Vec<u8>| {
+        let app = app.clone();
+        let uri = format!("/v1/voices?name={name}");
+        async move { call(&app, "POST", &uri, Body::from(bytes)).await }
+    };
+    let (status, _, body) = upload("reader", std::fs::read(&flac).unwrap()).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "{}",
+        String::from_utf8_lossy(&body)
+    );
+    let info: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(info["voice"], "reader");
+    assert!(info["seconds"].as_f64().unwrap() > 0.5);
+
+    // Listed, and used: the NAR is conditioned on it, so the audio differs from no voice.
+    let (_, _, list) = call(&app, "GET", "/v1/voices", Body::empty()).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&list).unwrap(),
+        json!(["default", "reader"])
+    );
+    let (_, _, health) = call(&app, "GET", "/health", Body::empty()).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&health).unwrap()["voices"],
+        json!(["reader"])
+    );
+    let with = |voice: &str| json!({"input": "The cat sat on the mat.", "voice": voice, "seed": 3});
+    let (status, _, voiced) = speak(&app, with("reader")).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&voiced)
+    );
+    let (_, _, plain) = speak(&app, with("default")).await;
+    assert_ne!(voiced, plain);
+
+    // Bad uploads: taken or reserved names, bad names, audio that is not audio, no name.
+    for (name, bytes, expected, needle) in [
+        (
+            "reader",
+            std::fs::read(&flac).unwrap(),
+            StatusCode::CONFLICT,
+            "exists",
+        ),
+        (
+            "default",
+            std::fs::read(&flac).unwrap(),
+            StatusCode::CONFLICT,
+            "exists",
+        ),
+        ("a%20b", vec![1, 2, 3], StatusCode::BAD_REQUEST, "name"),
+        (
+            "noise",
+            b"not audio at all".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "audio",
+        ),
+        ("empty", Vec::new(), StatusCode::BAD_REQUEST, "audio"),
+    ] {
+        let (status, _, body) = upload(name, bytes).await;
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, expected, "{name}: {text}");
+        assert!(text.contains(needle), "{name}: {text}");
+    }
+    let (status, _, _) = call(&app, "POST", "/v1/voices", Body::from(vec![0u8; 10])).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+/// Every file below `path` (or `path` itself).
+fn walk(path: &Path) -> Vec<std::path::PathBuf> {
+    if path.is_dir() {
+        std::fs::read_dir(path)
+            .unwrap()
+            .flat_map(|e| walk(&e.unwrap().path()))
+            .collect()
+    } else {
+        vec![path.to_path_buf()]
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_are_batched_and_get_their_own_audio() {
     let dir = tempfile::tempdir().unwrap();
     // A long wait makes the batching certain on a busy machine.

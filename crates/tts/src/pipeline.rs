@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use voxspec_audio::Audio;
 use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig, load_codec};
 use voxspec_data::TextTokenizer;
 use voxspec_infer::{Decoder, Generation, Limits, Request, SamplerConfig};
@@ -227,7 +228,26 @@ impl Pipeline {
     /// one frame, the codec's.
     pub fn encode_prompt(&self, path: &Path, text: Option<&str>) -> Result<VoicePrompt> {
         let audio = voxspec_audio::load_resampled(path, self.sample_rate())?;
-        let samples = audio.samples;
+        self.encode_voice(&audio, path, text)
+    }
+
+    /// [`Pipeline::encode_prompt`] of audio already decoded (an upload, say); `name` stands for
+    /// it in errors.
+    ///
+    /// # Errors
+    /// As [`Pipeline::encode_prompt`].
+    pub fn encode_voice(
+        &self,
+        audio: &Audio,
+        name: &Path,
+        text: Option<&str>,
+    ) -> Result<VoicePrompt> {
+        let path = name;
+        let samples = if audio.sample_rate == self.sample_rate() {
+            audio.samples.clone()
+        } else {
+            voxspec_audio::resample(&audio.samples, audio.sample_rate, self.sample_rate())?
+        };
         if samples.len() < self.codec_config.hop_length() {
             return Err(TtsError::Prompt {
                 path: path.to_path_buf(),
@@ -455,18 +475,51 @@ impl Pipeline {
         first: &[u32],
     ) -> Result<Vec<f32>> {
         let n_q = self.nar.n_q();
-        let empty = vec![Vec::new(); n_q];
         let (prompt_codes, nar_text) = match prompt {
             Some(p) => {
                 let mut t = p.text.clone();
                 t.extend_from_slice(text);
-                (&p.codes, t)
+                (p.codes.clone(), t)
             }
-            None => (&empty, text.to_vec()),
+            None => (vec![Vec::new(); n_q], text.to_vec()),
+        };
+        // The NAR sees the text, a separator, the prompt's frames and the new frames at once.
+        let limit = self.nar.transformer.max_seq_len();
+        let used = nar_text.len() + 1 + first.len();
+        if used > limit {
+            return Err(TtsError::Text(format!(
+                "the text, a separator and its {} frames take {used} positions, more than the \
+                 NAR model's context of {limit}; split it into shorter sentences",
+                first.len()
+            )));
+        }
+        let prompt_frames = prompt_codes.first().map_or(0, Vec::len);
+        let prompt_codes = if used + prompt_frames <= limit {
+            prompt_codes
+        } else if prompt.is_some_and(|p| p.text.is_empty()) {
+            // An untranscribed voice prompt: its first frames are enough to set the voice.
+            tracing::debug!(
+                from = prompt_frames,
+                to = limit - used,
+                "voice prompt cut to the NAR model's context"
+            );
+            prompt_codes
+                .into_iter()
+                .map(|mut l| {
+                    l.truncate(limit - used);
+                    l
+                })
+                .collect()
+        } else {
+            return Err(TtsError::Text(format!(
+                "the prompt's {prompt_frames} frames and transcript with the text take {} \
+                 positions, more than the NAR model's context of {limit}; use a shorter prompt",
+                used + prompt_frames
+            )));
         };
         let codes = self
             .nar
-            .generate(&nar_text, prompt_codes, first)
+            .generate(&nar_text, &prompt_codes, first)
             .map_err(TtsError::stage("the NAR stage"))?;
         let frames = first.len();
         let flat: Vec<i64> = codes
