@@ -8,6 +8,8 @@
 //! - `POST /v1/voices?name=NAME` — body: an audio file (any format and rate the audio reader
 //!   takes); encoded once, then requests can name it as their `voice`. `GET /v1/voices` lists
 //!   them.
+//! - `GET /` — a page: text box, voice and decoder pickers, play button, and the time to first
+//!   audio and real-time factor the browser measured.
 //! - `GET /health` — status, sample rate, voices.
 //! - `GET /metrics` — Prometheus text: requests by outcome, queue depth, audio and synthesis
 //!   seconds, AR tokens and forwards.

@@ -7,7 +7,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -43,9 +43,18 @@ pub fn router(state: AppState, max_body_bytes: usize, max_voice_bytes: usize) ->
                 .get(list_voices)
                 .layer(DefaultBodyLimit::max(max_voice_bytes)),
         )
+        .route("/", get(page))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+/// The page at `/`: a text box, voice and decoder pickers, a play button, and the time to first
+/// audio and real-time factor the browser measured.
+const PAGE: &str = include_str!("page.html");
+
+async fn page() -> Html<&'static str> {
+    Html(PAGE)
 }
 
 /// The query of a voice upload.

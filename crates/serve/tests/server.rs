@@ -74,6 +74,20 @@ async fn speech_health_metrics_and_bad_requests() {
     let dir = tempfile::tempdir().unwrap();
     let app = app(dir.path());
 
+    let (status, content_type, page) = call(&app, "GET", "/", Body::empty()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(content_type.starts_with("text/html"), "{content_type}");
+    let page = String::from_utf8(page).unwrap();
+    for id in [
+        "id=\"text\"",
+        "id=\"voice\"",
+        "id=\"decoder\"",
+        "id=\"play\"",
+        "id=\"status\"",
+    ] {
+        assert!(page.contains(id), "the page lacks {id}");
+    }
+
     let (status, _, body) = call(&app, "GET", "/health", Body::empty()).await;
     assert_eq!(status, StatusCode::OK);
     let health: Value = serde_json::from_slice(&body).unwrap();
@@ -394,6 +408,64 @@ async fn serves_over_a_socket_and_shuts_down_gracefully() {
         .unwrap()
         .unwrap_err();
     assert!(err.to_string().contains("400"), "{err}");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
+
+/// The page in headless Chromium: it types a sentence, presses play, and the audio arrives (the
+/// status line reports its duration and the time to first audio). Needs Chromium (Debian:
+/// `apt install chromium`): `cargo test --release -p voxspec-serve -- --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs chromium (apt install chromium); run with --ignored"]
+async fn the_page_speaks_in_headless_chromium() {
+    let browser = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("Chromium is not installed (apt install chromium)");
+    let dir = tempfile::tempdir().unwrap();
+    let app = app(dir.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    let profile = tempfile::tempdir().unwrap();
+    let url = format!("http://{addr}/?say=The%20cat%20sat%20on%20the%20mat.");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--autoplay-policy=no-user-gesture-required",
+                "--virtual-time-budget=30000",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("--dump-dom")
+            .arg(url)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let dom = String::from_utf8_lossy(&output.stdout);
+    let status = dom
+        .split("id=\"status\"")
+        .nth(1)
+        .and_then(|s| s.split("</div>").next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        status.contains("audio: ") && status.contains("time to first audio"),
+        "status {status:?}; stderr {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
 }
