@@ -288,6 +288,23 @@ async fn voices_are_uploaded_and_used() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
+/// Serves `app` on an ephemeral loopback port: its address, the shutdown trigger and the task.
+async fn on_socket(
+    app: Router,
+) -> (
+    std::net::SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), voxspec_serve::ServeError>>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    (addr, stop, server)
+}
+
 /// Every file below `path` (or `path` itself).
 fn walk(path: &Path) -> Vec<std::path::PathBuf> {
     if path.is_dir() {
@@ -351,12 +368,7 @@ async fn concurrent_requests_are_batched_and_get_their_own_audio() {
 async fn serves_over_a_socket_and_shuts_down_gracefully() {
     let dir = tempfile::tempdir().unwrap();
     let app = app(dir.path());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, app, async {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, server) = on_socket(app).await;
     let response = tokio::task::spawn_blocking(move || {
         let body = json!({"input": "Hello there.", "response_format": "pcm"}).to_string();
         let mut stream = std::net::TcpStream::connect(addr).unwrap();
@@ -429,12 +441,7 @@ async fn the_page_speaks_in_headless_chromium() {
         .expect("Chromium is not installed (apt install chromium)");
     let dir = tempfile::tempdir().unwrap();
     let app = app(dir.path());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, app, async {
-        let _ = stopped.await;
-    }));
+    let (addr, stop, server) = on_socket(app).await;
     let profile = tempfile::tempdir().unwrap();
     let url = format!("http://{addr}/?say=The%20cat%20sat%20on%20the%20mat.");
     let output = tokio::task::spawn_blocking(move || {
