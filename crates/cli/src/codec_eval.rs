@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::Device;
 use clap::Args;
 use serde::Serialize;
 use voxspec_audio::{Audio, WavFormat};
@@ -136,26 +136,16 @@ fn resynthesise(
     rate: u32,
     device: &Device,
 ) -> anyhow::Result<Resynthesis> {
-    let n = samples.len();
-    anyhow::ensure!(n > 0, "the audio is empty");
-    let wave: Tensor<3> = Tensor::from_data(TensorData::new(samples.clone(), [1, 1, n]), device);
-    let codes = model.encode(wave, model.n_q())?; // [n_q, 1, frames]
-    let decode = |codes: Tensor<3, Int>| -> anyhow::Result<Audio> {
-        let mut out = model
-            .decode(codes)? // [1, 1, frames · hop]
-            .into_data()
-            .try_into_vec_as::<f32>()
-            .map_err(|e| anyhow::anyhow!("reading the decoded waveform: {e:?}"))?;
-        out.truncate(n);
-        Ok(Audio::new(out, rate))
+    anyhow::ensure!(!samples.is_empty(), "the audio is empty");
+    let mut outs = model.resynthesize(&samples, &[model.n_q(), 1], device)?;
+    let (rvq1, full) = (outs.pop(), outs.pop());
+    let (Some(full), Some(rvq1)) = (full, rvq1) else {
+        anyhow::bail!("the codec returned fewer resyntheses than asked for");
     };
-    // Decoding one row sums the first quantizer's code vectors only.
-    let rvq1 = decode(codes.clone().narrow(0, 0, 1))?;
-    let full = decode(codes)?;
     Ok(Resynthesis {
         reference: Audio::new(samples, rate),
-        full,
-        rvq1,
+        full: Audio::new(full, rate),
+        rvq1: Audio::new(rvq1, rate),
     })
 }
 

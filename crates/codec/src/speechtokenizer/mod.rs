@@ -39,7 +39,7 @@ pub use seanet::{
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Device, Int, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use crate::error::CodecError;
 use crate::quant::{
@@ -315,6 +315,53 @@ impl SpeechTokenizer {
         Ok(self.decoder.forward(self.quantizer.decode(codes)?))
     }
 
+    /// Encodes `samples` (mono, at the codec's rate) with every quantizer and decodes the codes
+    /// back once per entry of `layers`, with that many layers (1: RVQ-1's code vectors alone);
+    /// every output is trimmed to the input length.
+    ///
+    /// # Errors
+    /// [`CodecError::QuantizerShape`] for empty `samples`; [`CodecError::QuantizerLayers`] for a
+    /// layer count of 0 or above [`SpeechTokenizer::n_q`]; [`CodecError::TensorRead`].
+    pub fn resynthesize(
+        &self,
+        samples: &[f32],
+        layers: &[usize],
+        device: &Device,
+    ) -> Result<Vec<Vec<f32>>, CodecError> {
+        let n = samples.len();
+        if n == 0 {
+            return Err(CodecError::QuantizerShape {
+                what: "waveform to resynthesize [samples]",
+                expected: vec![1],
+                found: vec![0],
+            });
+        }
+        let wave = Tensor::from_data(TensorData::new(samples.to_vec(), [1, 1, n]), device);
+        let codes = self.encode(wave, self.n_q())?; // [n_q, 1, frames]
+        layers
+            .iter()
+            .map(|&m| {
+                if m == 0 || m > self.n_q() {
+                    return Err(CodecError::QuantizerLayers {
+                        start: 0,
+                        count: m,
+                        available: self.n_q(),
+                    });
+                }
+                let mut out = self
+                    .decode(codes.clone().narrow(0, 0, m))? // [1, 1, frames · hop]
+                    .into_data()
+                    .try_into_vec_as::<f32>()
+                    .map_err(|e| CodecError::TensorRead {
+                        what: "the resynthesized waveform",
+                        reason: format!("{e:?}"),
+                    })?;
+                out.truncate(n);
+                Ok(out)
+            })
+            .collect()
+    }
+
     /// One EMA update of every codebook on the latents of `wave` (see
     /// [`crate::quant::EuclideanCodebook::ema_update`]); the encoder runs without autodiff.
     ///
@@ -382,6 +429,32 @@ mod tests {
         assert_eq!(old.dead_code_share, None);
         assert_eq!(old.quantizer().layer.codebook.dead_code_share, 0.0);
         assert_eq!(tiny().quantizer().layer.codebook.dead_code_share, 0.1);
+    }
+
+    #[test]
+    fn resynthesis_decodes_each_layer_count_at_the_input_length() {
+        let device = Device::flex();
+        let model = tiny().init(&device).unwrap();
+        let samples: Vec<f32> = (0..61).map(|i| (i as f32 * 0.3).sin() * 0.1).collect();
+        let outs = model.resynthesize(&samples, &[3, 1], &device).unwrap();
+        assert_eq!(outs.iter().map(Vec::len).collect::<Vec<_>>(), [61, 61]);
+        // The same as decoding the codes by hand.
+        let wave = Tensor::from_data(TensorData::new(samples.clone(), [1, 1, 61]), &device);
+        let codes = model.encode(wave, 3).unwrap().narrow(0, 0, 1);
+        let by_hand = model
+            .decode(codes)
+            .unwrap()
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap();
+        assert_eq!(outs[1], by_hand[..61]);
+        for bad in [0, 4] {
+            assert!(matches!(
+                model.resynthesize(&samples, &[bad], &device),
+                Err(CodecError::QuantizerLayers { .. })
+            ));
+        }
+        assert!(model.resynthesize(&[], &[1], &device).is_err());
     }
 
     #[test]
