@@ -89,11 +89,12 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         } else {
             args.thetas.clone()
         },
-        group_sizes: match (&args.group_sizes, args.no_pcg || !args.thetas.is_empty()) {
+        group_sizes: match &args.group_sizes {
             _ if args.no_pcg => Vec::new(),
-            (Some(sizes), _) => sizes.clone(),
-            (None, false) => vec![4.5, 10.3],
-            (None, true) => Vec::new(),
+            Some(sizes) => sizes.clone(),
+            // The paper's ablation sizes, unless fixed thresholds were asked for instead.
+            None if args.thetas.is_empty() => vec![4.5, 10.3],
+            None => Vec::new(),
         },
         draft: args.draft.is_some(),
         self_spec: args.self_spec,

@@ -357,8 +357,8 @@ impl Worker {
         })
     }
 
-    /// Checks `request` against the models and makes its AR request; the decoder is built here
-    /// once so a request it cannot serve is refused before any batch runs.
+    /// Checks `request` against the models and makes its AR request. The decoder is built once
+    /// per batch ([`Worker::run_batch`]); a spec it refuses answers that batch with a 400.
     fn prepare(&self, request: &SpeechRequest) -> Result<(Plan, SpeechItem<'_>), ApiError> {
         let chars = request.input.chars().count();
         if request.input.trim().is_empty() {
@@ -404,9 +404,6 @@ impl Worker {
             .validate()
             .map_err(|e| ApiError::bad_request(format!("temperature: {e}")))?;
         let spec = self.spec(request)?;
-        self.parts
-            .build(&spec, &self.pipeline.lm)
-            .map_err(|e| ApiError::bad_request(format!("decoder: {e}")))?;
         let text = self
             .pipeline
             .text_ids(&request.input)
