@@ -47,6 +47,9 @@ pub enum CodecError {
         /// The shape found.
         found: Vec<usize>,
     },
+    /// A streaming decode cannot go on (see `DecodeStream`).
+    #[error("streaming decode: {0}")]
+    Streaming(String),
     /// A checkpoint does not match its config: every missing, unexpected or wrongly shaped
     /// tensor is listed.
     #[error("{path} does not match its config ({} problem(s)):\n  {}", problems.len(), problems.join("\n  "))]

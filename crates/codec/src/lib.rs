@@ -24,7 +24,8 @@ pub use quant::{
     QuantizerOutput, ResidualVectorQuantizer, VectorQuantizer,
 };
 pub use speechtokenizer::{
-    CODEC_KIND, CodecOutput, SpeechTokenizer, SpeechTokenizerConfig, load_codec, save_codec,
+    CODEC_KIND, CodecOutput, DecodeStream, SpeechTokenizer, SpeechTokenizerConfig, load_codec,
+    save_codec,
 };
 pub use vocoder::{
     GriffinLimConfig, TensorStft, VocoderTask, Vocos, VocosConfig, griffin_lim,

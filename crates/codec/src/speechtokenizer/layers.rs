@@ -231,14 +231,22 @@ impl LstmDirection {
 
     /// `[batch, time, d_in]` → `[batch, time, hidden]`, running backwards in time if `reverse`.
     fn forward(&self, x: Tensor<3>, reverse: bool) -> Tensor<3> {
+        self.run(x, reverse, None).0
+    }
+
+    /// The recurrence from `state` (zeros when `None`); returns the outputs and the state after
+    /// the last step processed.
+    fn run(&self, x: Tensor<3>, reverse: bool, state: Option<LstmState>) -> (Tensor<3>, LstmState) {
         let [b, t, _] = x.dims();
         let h_dim = self.hidden();
         let device = x.device();
         let bias = (self.bias_ih.val() + self.bias_hh.val()).reshape([1, 1, 4 * h_dim]);
         let gates_x = x.matmul(self.weight_ih.val().unsqueeze()) + bias; // [batch, time, 4·hidden]
         let w_hh = self.weight_hh.val();
-        let mut h: Tensor<2> = Tensor::zeros([b, h_dim], &device);
-        let mut c: Tensor<2> = Tensor::zeros([b, h_dim], &device);
+        let LstmState { mut h, mut c } = state.unwrap_or_else(|| LstmState {
+            h: Tensor::zeros([b, h_dim], &device),
+            c: Tensor::zeros([b, h_dim], &device),
+        });
         let mut outputs: Vec<Tensor<3>> = Vec::with_capacity(t);
         for step in 0..t {
             let time = if reverse { t - 1 - step } else { step };
@@ -255,8 +263,23 @@ impl LstmDirection {
         if reverse {
             outputs.reverse();
         }
-        Tensor::cat(outputs, 1)
+        let y = if outputs.is_empty() {
+            Tensor::zeros([b, 0, h_dim], &device)
+        } else {
+            Tensor::cat(outputs, 1)
+        };
+        (y, LstmState { h, c })
     }
+}
+
+/// The hidden and cell state of one LSTM direction, `[batch, hidden]` each: what a streaming
+/// decoder carries from one chunk to the next.
+#[derive(Debug, Clone)]
+pub struct LstmState {
+    /// Hidden state `h`.
+    pub h: Tensor<2>,
+    /// Cell state `c`.
+    pub c: Tensor<2>,
 }
 
 /// One LSTM layer: a forward direction and, when bidirectional, a reverse one.
@@ -337,6 +360,33 @@ impl SLstm {
             input
         };
         (y + skip).swap_dims(1, 2)
+    }
+
+    /// [`forward`](Self::forward) of a unidirectional stack continued from `state` (one entry
+    /// per layer; `None` starts from zeros), returning the state after the last step: running
+    /// the frames of a sequence in chunks this way gives what one call over all of them gives.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, dim, time]` → `[batch, dim, time]`
+    ///
+    /// Only the forward directions run: a bidirectional stack needs the whole sequence, and
+    /// callers check [`SLstm::bidirectional`] first.
+    pub fn forward_stateful(
+        &self,
+        x: Tensor<3>,
+        state: Option<Vec<LstmState>>,
+    ) -> (Tensor<3>, Vec<LstmState>) {
+        let input = x.swap_dims(1, 2); // [batch, time, dim]
+        let mut y = input.clone();
+        let mut states = state.map(Vec::into_iter);
+        let mut next = Vec::with_capacity(self.layers.len());
+        for layer in &self.layers {
+            let prev = states.as_mut().and_then(Iterator::next);
+            let (out, st) = layer.forward.run(y, false, prev);
+            y = out;
+            next.push(st);
+        }
+        ((y + input).swap_dims(1, 2), next)
     }
 }
 

@@ -20,6 +20,7 @@ mod files;
 mod layers;
 mod loader;
 mod seanet;
+mod stream;
 pub mod train;
 
 pub use discriminators::{
@@ -28,13 +29,14 @@ pub use discriminators::{
 };
 pub use files::{CODEC_KIND, load_codec, save_codec};
 pub use layers::{
-    INIT_GAIN, LstmDirection, LstmLayer, SConv1d, SConv1dConfig, SConvTranspose1d,
+    INIT_GAIN, LstmDirection, LstmLayer, LstmState, SConv1d, SConv1dConfig, SConvTranspose1d,
     SConvTranspose1dConfig, SLstm, SLstmConfig, elu,
 };
 pub use loader::{CONFIG_FILE, KEY_MAP, WEIGHTS_FILE};
 pub use seanet::{
     DecoderStage, EncoderStage, ResnetBlock, SeanetConfig, SeanetDecoder, SeanetEncoder,
 };
+pub use stream::DecodeStream;
 
 use burn::config::Config;
 use burn::module::Module;
