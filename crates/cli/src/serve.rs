@@ -7,17 +7,19 @@ use clap::Args;
 use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
 use voxspec_tts::{DecoderParts, Pipeline};
 
-use crate::synth::{ModelArgs, SamplingArgs, SplitArgs};
+use crate::synth::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
 
 /// Serve speech over HTTP: `POST /v1/audio/speech` (OpenAI-style body: input, voice,
 /// response_format wav|pcm, speed; plus decoder, heads, seed, temperature), `POST
 /// /v1/voices?name=NAME` (body: an audio file) and `GET /v1/voices`, `GET /health`, `GET
 /// /metrics` (Prometheus text).
 ///
-/// One worker owns the models and decodes the requests waiting for it (up to --max-batch, same
-/// decoder and sampler) as one batch; bad requests get a 4xx JSON error naming the field. Ctrl-C
-/// or SIGTERM stops accepting connections and finishes the requests in flight. Streaming
-/// responses are not built yet.
+/// One worker owns the models and runs up to --max-batch sequences at once (continuous
+/// batching: requests admitted together share a batched AR decode; then every sequence advances
+/// one chunk per round, and a finished one frees its slot at once). `"stream": true` sends the
+/// audio in chunks as they are made (see the Streaming options). Bad requests get a 4xx JSON
+/// error naming the field. Ctrl-C or SIGTERM stops accepting connections and finishes the
+/// requests in flight.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -38,10 +40,14 @@ pub struct ServeArgs {
     /// Repeat for several.
     #[arg(long, value_name = "NAME=FILE")]
     voice: Vec<String>,
-    /// Most requests decoded together (waiting requests with the same decoder and sampler form
-    /// one batch; each keeps its own seed).
+    /// Most sequences running at once (continuous batching: a request takes a free slot at once;
+    /// requests admitted together with the same decoder and sampler share one batched AR
+    /// decode, each with its own seed).
     #[arg(long, default_value_t = 8)]
     max_batch: usize,
+    /// Frames each running sequence advances per round (whole responses).
+    #[arg(long, value_name = "FRAMES", default_value_t = 100)]
+    chunk_frames: usize,
     /// Milliseconds the worker waits for more requests after the first of a batch.
     #[arg(long, default_value_t = 5)]
     batch_wait_ms: u64,
@@ -56,6 +62,8 @@ pub struct ServeArgs {
     max_voice_bytes: usize,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    streaming: StreamArgs,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -91,6 +99,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             max_input_chars: args.max_input_chars,
             max_batch: args.max_batch,
             batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
+            stream: args.streaming.config()?,
+            chunk_frames: args.chunk_frames.max(1),
         },
         voices,
         max_body_bytes: args.max_body_bytes,
@@ -170,8 +180,13 @@ pub struct ServeBenchArgs {
     /// Where to write the JSON report.
     #[arg(long, short, default_value = "bench-serve.json")]
     out: PathBuf,
+    /// Requests ask for streamed audio: the time to first byte is then the first chunk's.
+    #[arg(long)]
+    stream: bool,
     #[command(flatten)]
     sampling: SamplingArgs,
+    #[command(flatten)]
+    streaming: StreamArgs,
 }
 
 pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
@@ -212,6 +227,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
                 sampler: args.sampling.config()?,
                 max_batch,
                 batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
+                stream: args.streaming.config()?,
                 ..Defaults::default()
             },
             ..ServerConfig::default()
@@ -232,6 +248,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
                 sentences: sentences.clone(),
                 decoder: args.decoder.clone(),
                 timeout: std::time::Duration::from_secs(600),
+                stream: args.stream,
             };
             let report = run_load(addr, &load)?;
             eprintln!(
@@ -258,7 +275,12 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         "requests_per_run": args.requests,
         "batch_wait_ms": args.batch_wait_ms,
         "threads": rayon::current_num_threads(),
-        "note": "responses are whole (no streaming yet): time to first byte is the latency",
+        "stream": args.stream,
+        "note": if args.stream {
+            "streamed responses: time to first byte is the first chunk of audio"
+        } else {
+            "whole responses: time to first byte is the latency"
+        },
         "runs": runs,
     });
     voxspec_data::write_atomic(&args.out, serde_json::to_string_pretty(&report)?.as_bytes())

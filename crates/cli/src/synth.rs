@@ -10,8 +10,8 @@ use voxspec_audio::{Audio, WavFormat, write_wav};
 use voxspec_data::{Utterance, read_manifest};
 use voxspec_infer::{SamplerConfig, StopReason};
 use voxspec_tts::{
-    DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, ModelPaths, Pipeline, RuleSpec,
-    load_draft,
+    DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, ModelPaths, NarWindow, Pipeline,
+    RuleSpec, SpeechItem, StreamConfig, load_draft,
 };
 
 /// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
@@ -101,6 +101,47 @@ impl LengthArgs {
             max_ratio: self.max_ratio,
             pace: self.pace,
         }
+    }
+}
+
+/// How streamed audio is cut (`synthesize --stream`, `serve`).
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Streaming")]
+pub struct StreamArgs {
+    /// Frames of the first streamed chunk (50 per second with the shipped codec).
+    #[arg(long, value_name = "FRAMES", default_value_t = 20)]
+    pub stream_first: usize,
+    /// Frames of every later streamed chunk.
+    #[arg(long, value_name = "FRAMES", default_value_t = 100)]
+    pub stream_chunk: usize,
+    /// Frames of AR codes the NAR sees on each side of a streamed chunk, or `whole` for one NAR
+    /// pass over the utterance (audio equal to unstreamed synthesis, later first chunk).
+    #[arg(long, value_name = "FRAMES|whole", default_value = "50", value_parser = parse_nar_window)]
+    pub nar_window: NarWindow,
+}
+
+fn parse_nar_window(s: &str) -> Result<NarWindow, String> {
+    if s == "whole" {
+        return Ok(NarWindow::Whole);
+    }
+    s.parse()
+        .map(|context| NarWindow::Sliding { context })
+        .map_err(|_| format!("{s:?}: expected a number of frames or `whole`"))
+}
+
+impl StreamArgs {
+    /// The pipeline's stream settings.
+    ///
+    /// # Errors
+    /// For a chunk of 0 frames.
+    pub fn config(&self) -> anyhow::Result<StreamConfig> {
+        let config = StreamConfig {
+            first_frames: self.stream_first,
+            chunk_frames: self.stream_chunk,
+            nar: self.nar_window,
+        };
+        config.validate()?;
+        Ok(config)
     }
 }
 
@@ -206,6 +247,12 @@ pub struct SynthesizeArgs {
     sampling: SamplingArgs,
     #[command(flatten)]
     lengths: LengthArgs,
+    /// Make the audio in chunks, as a server streams it, and report the time to the first
+    /// chunk (the output file is the chunks joined).
+    #[arg(long)]
+    stream: bool,
+    #[command(flatten)]
+    streaming: StreamArgs,
 }
 
 /// One line of the manifest `synthesize --text-file` writes.
@@ -217,6 +264,11 @@ struct SynthesizedLine {
     codes: usize,
     seconds: f64,
     stop: &'static str,
+    /// Wall seconds of the synthesis (AR, NAR, codec).
+    wall_seconds: f64,
+    /// With --stream: wall seconds to the first chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    first_audio_seconds: Option<f64>,
 }
 
 pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
@@ -309,6 +361,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         }
         (None, None) => bail!("give --text or --text-file"),
     };
+    let stream = args.streaming.config()?;
     let mut manifest = Vec::new();
     for (index, line) in lines.iter().enumerate() {
         let text = pipeline
@@ -316,8 +369,35 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("line {} ({line:?})", index + 1))?;
         let seed = args.seed + index as u64;
         let request = pipeline.request(&text, prompt.as_ref(), &args.lengths.lengths(), seed)?;
-        let out =
-            pipeline.synthesize(decoder.as_mut(), &request, &text, prompt.as_ref(), &sampler)?;
+        let start = std::time::Instant::now();
+        let (out, first_audio) = if args.stream {
+            let item = SpeechItem {
+                request: request.clone(),
+                text: text.clone(),
+                prompt: prompt.as_ref(),
+            };
+            let streamed = pipeline.synthesize_stream(
+                decoder.as_mut(),
+                &item,
+                &sampler,
+                stream,
+                &mut |_| Ok(()),
+            )?;
+            (
+                streamed.synthesis,
+                Some((streamed.first_audio_seconds, streamed.chunks)),
+            )
+        } else {
+            let out = pipeline.synthesize(
+                decoder.as_mut(),
+                &request,
+                &text,
+                prompt.as_ref(),
+                &sampler,
+            )?;
+            (out, None)
+        };
+        let wall_seconds = start.elapsed().as_secs_f64();
         let g = &out.generation;
         if g.tokens.is_empty() {
             bail!(
@@ -357,6 +437,19 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             forwards,
             out.rest_seconds
         );
+        if let Some((first, chunks)) = first_audio {
+            println!(
+                "streamed: first audio after {first:.3} s of {wall_seconds:.3} s ({chunks} chunks, \
+                 AR {:.3} s)",
+                out.ar_seconds
+            );
+        }
+        if args.text_file.is_some() {
+            // The transcript beside the clip: `voxspec eval intelligibility --dir` reads it.
+            let txt = wav.with_extension("txt");
+            std::fs::write(&txt, format!("{line}\n"))
+                .with_context(|| format!("writing {}", txt.display()))?;
+        }
         manifest.push(SynthesizedLine {
             index: index + 1,
             text: line.clone(),
@@ -367,6 +460,8 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             codes: g.tokens.len(),
             seconds,
             stop,
+            wall_seconds,
+            first_audio_seconds: first_audio.map(|(f, _)| f),
         });
     }
     if args.text_file.is_some() {

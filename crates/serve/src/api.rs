@@ -33,7 +33,8 @@ pub struct SpeechRequest {
     /// plain ones ignore it).
     #[serde(default)]
     pub speed: Option<f32>,
-    /// Stream chunks as they are produced (not supported yet: refused with 400).
+    /// Stream the audio in chunks as they are produced (chunked transfer; a `wav` stream's
+    /// header holds 0xFFFFFFFF for the unknown sizes).
     #[serde(default)]
     pub stream: bool,
     /// `ar`, `mtp`, `mtp-viterbi` or `self-spec` (default: the server's `--decoder`).

@@ -2,7 +2,7 @@
 //!
 //! - `POST /v1/audio/speech` — body `{"input": "...", "voice": "default", "response_format":
 //!   "wav"|"pcm", "speed": 1.0}` as OpenAI's, plus `decoder` (`ar`, `mtp`, `mtp-viterbi`,
-//!   `self-spec`), `heads`, `seed` and `temperature`; answers with the audio (headers
+//!   `self-spec`), `heads`, `seed`, `temperature` and `stream`; answers with the audio (headers
 //!   `x-sample-rate`, `x-ar-tokens`, `x-ar-forwards`, `x-decoder`, `x-batch`). Bad requests get a 4xx with
 //!   `{"error": {"message", "type"}}` naming the field.
 //! - `POST /v1/voices?name=NAME` — body: an audio file (any format and rate the audio reader
@@ -12,14 +12,16 @@
 //!   audio and real-time factor the browser measured.
 //! - `GET /health` — status, sample rate, voices.
 //! - `GET /metrics` — Prometheus text: requests by outcome, queue depth, audio and synthesis
-//!   seconds, AR tokens and forwards.
+//!   seconds, time to first audio, AR tokens and forwards.
 //!
-//! A worker thread owns the models ([`Synthesizer`]). It takes the requests waiting when it is
-//! free (up to [`Defaults::max_batch`]) and decodes those with the same decoder and sampler as
-//! one batch — each keeps its own seed, so a request gets the same audio in a batch as alone. A
-//! batch runs to its end before the next forms (not yet continuous batching). A panic in a
-//! synthesis answers its batch with a 500 and the server goes on. Not built yet: streaming
-//! responses (`stream: true` is refused).
+//! A worker thread owns the models ([`Synthesizer`]) and batches continuously: up to
+//! [`Defaults::max_batch`] sequences run at once and a waiting request takes a free slot at once.
+//! The requests admitted together run their AR stage as one batched decode per decoder and
+//! sampler (each keeps its own seed, so a request gets the same audio in a batch as alone); then
+//! every running sequence advances one chunk (NAR and codec for its next frames) per round, and a
+//! finished one leaves at once. `"stream": true` sends each chunk as it is made (chunked
+//! transfer; [`Defaults::stream`] sets the chunk sizes and the NAR's window). A panic in a
+//! synthesis answers its requests with a 500 and the server goes on.
 
 #![warn(missing_docs)]
 
@@ -37,4 +39,4 @@ pub use load::{LoadConfig, LoadReport, run_load};
 pub use metrics::Metrics;
 pub use routes::{AppState, router};
 pub use server::{ServerConfig, build_app, serve};
-pub use worker::{Defaults, Speech, Synthesizer, VoiceInfo};
+pub use worker::{Defaults, Reply, Speech, Synthesizer, VoiceInfo};

@@ -1,8 +1,8 @@
 //! A load generator for the server: `clients` concurrent clients on loopback, each sending its
 //! share of the requests one after another over plain HTTP/1.1, and the figures a user sizes a
 //! deployment by — audio seconds per wall second, time to the first byte of audio and latency
-//! percentiles. Responses are whole (no streaming yet), so the first byte arrives with the last:
-//! the report says so by giving both.
+//! percentiles. With `stream` the requests ask for streamed audio, so the first byte of the body
+//! is the first chunk of audio; without it the first byte arrives with the last.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -25,6 +25,8 @@ pub struct LoadConfig {
     pub decoder: String,
     /// Longest a request may take before the run fails.
     pub timeout: Duration,
+    /// Ask for streamed responses (`stream: true`).
+    pub stream: bool,
 }
 
 /// What one load run measured.
@@ -133,6 +135,7 @@ fn request(addr: SocketAddr, config: &LoadConfig, i: usize) -> Result<Sample, Se
     let text = &config.sentences[i % config.sentences.len()];
     let body = serde_json::json!({
         "input": text, "seed": i, "decoder": config.decoder, "response_format": "pcm",
+        "stream": config.stream,
     })
     .to_string();
     let start = Instant::now();
@@ -181,11 +184,36 @@ fn request(addr: SocketAddr, config: &LoadConfig, i: usize) -> Result<Sample, Se
             .and_then(|v| v.trim().parse().ok())
     };
     let rate = header("x-sample-rate").unwrap_or(1).max(1);
-    let samples = (response.len() - head_end) / 2;
+    let body = &response[head_end..];
+    let samples = if head.contains("transfer-encoding: chunked") {
+        dechunked_len(body) / 2
+    } else {
+        body.len() / 2
+    };
     Ok(Sample {
         ttfb: ttfb.unwrap_or(latency),
         latency,
         audio_seconds: samples as f64 / rate as f64,
         batch: header("x-batch").unwrap_or(1),
     })
+}
+
+/// Payload bytes of an HTTP/1.1 chunked body (sizes in hex, each chunk followed by CRLF).
+fn dechunked_len(body: &[u8]) -> usize {
+    let mut total = 0;
+    let mut at = 0;
+    while let Some(end) = body[at..].windows(2).position(|w| w == b"\r\n") {
+        let line = String::from_utf8_lossy(&body[at..at + end]);
+        let size =
+            usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        total += size;
+        at += end + 2 + size + 2;
+        if at >= body.len() {
+            break;
+        }
+    }
+    total
 }

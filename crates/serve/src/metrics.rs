@@ -25,33 +25,49 @@ pub struct Metrics {
     forwards: AtomicU64,
     /// Seconds of audio produced and seconds spent producing it.
     seconds: Mutex<(f64, f64)>,
+    /// Sum and count of the times from a request's arrival to its first audio.
+    first_audio: Mutex<(f64, u64)>,
 }
 
 impl Metrics {
-    /// Adds one finished synthesis.
-    pub fn record_speech(&self, speech: &Speech) {
+    /// Adds one finished synthesis of `samples` samples.
+    pub fn record_speech(&self, speech: &Speech, samples: usize) {
         self.tokens
             .fetch_add(speech.tokens as u64, Ordering::Relaxed);
         self.forwards
             .fetch_add(speech.forwards as u64, Ordering::Relaxed);
-        let audio = speech.samples.len() as f64 / f64::from(speech.sample_rate.max(1));
+        let audio = samples as f64 / f64::from(speech.sample_rate.max(1));
         if let Ok(mut s) = self.seconds.lock() {
             s.0 += audio;
         }
     }
 
-    /// Adds one batch of `size` requests that took `seconds` of wall time.
+    /// Adds one batched AR decode of `size` requests that took `seconds` of wall time.
     pub fn record_batch(&self, size: usize, seconds: f64) {
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.batched.fetch_add(size as u64, Ordering::Relaxed);
+        self.record_busy(seconds);
+    }
+
+    /// Adds `seconds` of synthesis work (a chunk's NAR and codec).
+    pub fn record_busy(&self, seconds: f64) {
         if let Ok(mut s) = self.seconds.lock() {
             s.1 += seconds;
+        }
+    }
+
+    /// Adds one request's time from arrival to its first audio.
+    pub fn record_first_audio(&self, seconds: f64) {
+        if let Ok(mut f) = self.first_audio.lock() {
+            f.0 += seconds;
+            f.1 += 1;
         }
     }
 
     /// The metrics as Prometheus text exposition.
     pub fn render(&self) -> String {
         let (audio, synth) = self.seconds.lock().map(|s| *s).unwrap_or((0.0, 0.0));
+        let (ttfa_sum, ttfa_count) = self.first_audio.lock().map(|f| *f).unwrap_or((0.0, 0));
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, String)]| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -108,6 +124,15 @@ impl Metrics {
             "counter",
             "Wall seconds spent synthesising (divided by the audio seconds: the real-time factor).",
             &[(String::new(), format!("{synth}"))],
+        );
+        metric(
+            "voxspec_time_to_first_audio_seconds",
+            "summary",
+            "Seconds from a request's arrival to its first audio (sum and count: the mean).",
+            &[
+                ("_sum".into(), format!("{ttfa_sum}")),
+                ("_count".into(), ttfa_count.to_string()),
+            ],
         );
         metric(
             "voxspec_ar_tokens_total",

@@ -3,7 +3,10 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use axum::body::Bytes;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
 use axum::extract::rejection::{BytesRejection, JsonRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -16,7 +19,7 @@ use voxspec_audio::{Audio, WavFormat, f32_to_i16, wav_bytes};
 use crate::api::{ResponseFormat, SpeechRequest};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::worker::Synthesizer;
+use crate::worker::{Reply, Speech, Synthesizer};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -147,32 +150,100 @@ async fn speech(
 
 async fn run(state: &AppState, request: SpeechRequest) -> Result<Response, ApiError> {
     let format = request.response_format;
-    let speech = state.synth.synthesize(request).await?;
-    let rate = speech.sample_rate;
-    let (content_type, bytes) = match format {
-        ResponseFormat::Wav => (
-            "audio/wav",
-            wav_bytes(&Audio::new(speech.samples, rate), WavFormat::Pcm16)
-                .map_err(|e| ApiError::internal(format!("encoding the WAV file: {e}")))?,
-        ),
-        ResponseFormat::Pcm => (
-            "audio/pcm",
-            speech
-                .samples
-                .iter()
-                .flat_map(|&x| f32_to_i16(x).to_le_bytes())
-                .collect(),
-        ),
+    let (speech, mut response) = match state.synth.synthesize(request).await? {
+        Reply::Whole(speech) => {
+            let rate = speech.sample_rate;
+            let bytes = match format {
+                ResponseFormat::Wav => {
+                    wav_bytes(&Audio::new(speech.samples.clone(), rate), WavFormat::Pcm16)
+                        .map_err(|e| ApiError::internal(format!("encoding the WAV file: {e}")))?
+                }
+                ResponseFormat::Pcm => pcm_bytes(&speech.samples),
+            };
+            (speech, (StatusCode::OK, bytes).into_response())
+        }
+        Reply::Stream(speech, chunks) => {
+            let header = match format {
+                ResponseFormat::Wav => Some(Bytes::from(streaming_wav_header(speech.sample_rate))),
+                ResponseFormat::Pcm => None,
+            };
+            let body = Body::from_stream(Chunks { header, chunks });
+            (speech, (StatusCode::OK, body).into_response())
+        }
     };
-    let mut response = (StatusCode::OK, bytes).into_response();
+    add_headers(&mut response, &speech, format);
+    Ok(response)
+}
+
+fn add_headers(response: &mut Response, speech: &Speech, format: ResponseFormat) {
+    let content_type = match format {
+        ResponseFormat::Wav => "audio/wav",
+        ResponseFormat::Pcm => "audio/pcm",
+    };
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    headers.insert("x-sample-rate", HeaderValue::from(rate));
+    headers.insert("x-sample-rate", HeaderValue::from(speech.sample_rate));
     headers.insert("x-ar-tokens", HeaderValue::from(speech.tokens));
     headers.insert("x-ar-forwards", HeaderValue::from(speech.forwards));
     headers.insert("x-batch", HeaderValue::from(speech.batch));
     if let Ok(v) = HeaderValue::from_str(&speech.decoder) {
         headers.insert("x-decoder", v);
     }
-    Ok(response)
+}
+
+/// 16-bit little-endian PCM.
+fn pcm_bytes(samples: &[f32]) -> Vec<u8> {
+    samples
+        .iter()
+        .flat_map(|&x| f32_to_i16(x).to_le_bytes())
+        .collect()
+}
+
+/// The 44-byte header of a 16-bit mono WAV stream whose length is not known yet: the RIFF and
+/// data sizes hold 0xFFFFFFFF, the value streaming readers (ffmpeg, browsers, SoX) take for
+/// "until the end of the stream".
+fn streaming_wav_header(sample_rate: u32) -> Vec<u8> {
+    let mut h = Vec::with_capacity(44);
+    h.extend_from_slice(b"RIFF");
+    h.extend_from_slice(&u32::MAX.to_le_bytes());
+    h.extend_from_slice(b"WAVEfmt ");
+    h.extend_from_slice(&16u32.to_le_bytes()); // fmt chunk size
+    h.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    h.extend_from_slice(&1u16.to_le_bytes()); // mono
+    h.extend_from_slice(&sample_rate.to_le_bytes());
+    h.extend_from_slice(&(sample_rate * 2).to_le_bytes()); // bytes per second
+    h.extend_from_slice(&2u16.to_le_bytes()); // block align
+    h.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
+    h.extend_from_slice(b"data");
+    h.extend_from_slice(&u32::MAX.to_le_bytes());
+    h
+}
+
+/// A streamed response body: the WAV header (if any), then each chunk as 16-bit PCM as the
+/// worker sends it; an error from the worker ends the body with that error (the connection is
+/// closed before the chunked body's end, so the client sees the response is incomplete).
+struct Chunks {
+    header: Option<Bytes>,
+    chunks: tokio::sync::mpsc::UnboundedReceiver<Result<Vec<f32>, ApiError>>,
+}
+
+impl futures_core::Stream for Chunks {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(header) = self.header.take() {
+            return Poll::Ready(Some(Ok(header)));
+        }
+        match self.chunks.poll_recv(cx) {
+            Poll::Ready(Some(Ok(samples))) => {
+                Poll::Ready(Some(Ok(Bytes::from(pcm_bytes(&samples)))))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                tracing::error!(status = %e.status, "a streamed synthesis failed: {}", e.message);
+                Poll::Ready(Some(Err(std::io::Error::other(e.message))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }

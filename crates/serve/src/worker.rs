@@ -1,7 +1,16 @@
-//! The synthesis worker: one thread owns the pipeline and runs requests in arrival order (the
-//! CPU is the bottleneck; HTTP handlers only wait on it). A request is checked here against the
-//! loaded models before it runs, and a panic inside one synthesis is caught and answered with a
-//! 500, so it never takes the server down.
+//! The synthesis worker: one thread owns the pipeline (the CPU is the bottleneck; HTTP handlers
+//! only wait on it) and schedules requests by continuous batching:
+//!
+//! - up to [`Defaults::max_batch`] sequences run at once; new requests are admitted whenever a
+//!   slot is free — a finished sequence frees its slot at once, not at the end of a batch;
+//! - the requests admitted together run their AR stage as one batched decode per decoder and
+//!   sampler (each keeps its own seed, so a batch gives the audio the request gets alone);
+//! - then every running sequence advances by one chunk per round ([`SpeechStream`]): NAR and
+//!   codec for its next frames. Streamed requests get each chunk as it is made; the others get
+//!   their audio when their last chunk is done.
+//!
+//! A request is checked against the loaded models before it runs, and a panic inside one
+//! synthesis is caught and answered with a 500, so it never takes the server down.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -12,10 +21,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc as chunks, oneshot};
 use voxspec_infer::SamplerConfig;
 use voxspec_tts::{
-    DecoderParts, DecoderSpec, Lengths, Pipeline, RuleSpec, SpeechItem, TtsError, VoicePrompt,
+    DecoderParts, DecoderSpec, Lengths, NarWindow, Pipeline, RuleSpec, SpeechItem, SpeechStream,
+    StreamConfig, TtsError, VoicePrompt,
 };
 
 use crate::api::SpeechRequest;
@@ -35,12 +45,19 @@ pub struct Defaults {
     pub sampler: SamplerConfig,
     /// Longest accepted `input`, in characters.
     pub max_input_chars: usize,
-    /// Most requests decoded together: the worker takes up to this many waiting requests and
-    /// runs those with the same decoder and sampler as one batch.
+    /// Most sequences running at once (continuous batching: a new request takes a slot as soon
+    /// as one is free); the requests admitted together share one batched AR decode per decoder
+    /// and sampler.
     pub max_batch: usize,
-    /// How long the worker waits for more requests after the first of a batch (latency traded
-    /// for throughput; zero: it takes only what is already waiting).
+    /// How long an idle worker waits for more requests after the first (latency traded for
+    /// throughput; zero: it takes only what is already waiting).
     pub batch_wait: Duration,
+    /// How streamed responses (`stream: true`) are cut; the NAR window applies to them only
+    /// (whole responses use one NAR pass, so their audio equals the unstreamed synthesis).
+    pub stream: StreamConfig,
+    /// Frames per chunk of whole responses (each running sequence advances this many frames
+    /// per round).
+    pub chunk_frames: usize,
 }
 
 impl Default for Defaults {
@@ -53,6 +70,8 @@ impl Default for Defaults {
             max_input_chars: 1000,
             max_batch: 8,
             batch_wait: Duration::from_millis(5),
+            stream: StreamConfig::default(),
+            chunk_frames: 100,
         }
     }
 }
@@ -70,8 +89,20 @@ pub struct Speech {
     pub forwards: usize,
     /// The decoder that ran ([`DecoderSpec::label`]).
     pub decoder: String,
-    /// Requests in the batch it ran in (itself included).
+    /// Requests whose AR stage ran in the same batched decode (itself included).
     pub batch: usize,
+}
+
+/// The answer to a speech request.
+pub enum Reply {
+    /// The whole audio.
+    Whole(Speech),
+    /// A streamed response: the AR stage's figures (no samples) and the chunks as they come
+    /// (an error ends the stream).
+    Stream(
+        Speech,
+        chunks::UnboundedReceiver<Result<Vec<f32>, ApiError>>,
+    ),
 }
 
 /// A voice added by upload.
@@ -84,13 +115,14 @@ pub struct VoiceInfo {
 }
 
 /// Where a speech result goes.
-type SpeechReply = oneshot::Sender<Result<Speech, ApiError>>;
+type SpeechReply = oneshot::Sender<Result<Reply, ApiError>>;
 
 /// Work for the worker.
 enum Job {
     Speech {
         request: SpeechRequest,
-        reply: oneshot::Sender<Result<Speech, ApiError>>,
+        arrived: Instant,
+        reply: SpeechReply,
     },
     Voice {
         name: String,
@@ -107,13 +139,31 @@ pub struct Synthesizer {
     names: Arc<RwLock<Vec<String>>>,
 }
 
-/// What the worker owns.
+/// What the worker owns (the voices apart: running sequences borrow the pipeline while an
+/// upload adds a voice).
 struct Worker {
     pipeline: Pipeline,
     parts: DecoderParts,
-    voices: BTreeMap<String, VoicePrompt>,
     names: Arc<RwLock<Vec<String>>>,
     defaults: Defaults,
+}
+
+/// Where a running sequence's audio goes.
+enum Sink {
+    Whole(Vec<f32>, SpeechReply),
+    Stream(chunks::UnboundedSender<Result<Vec<f32>, ApiError>>),
+}
+
+/// A running sequence: its AR stage done, its audio being made chunk by chunk.
+struct Active<'p> {
+    stream: SpeechStream<'p>,
+    /// Taken when the sequence is answered.
+    sink: Option<Sink>,
+    /// The AR stage's figures (samples empty).
+    speech: Speech,
+    arrived: Instant,
+    first_audio: bool,
+    samples: usize,
 }
 
 impl Synthesizer {
@@ -131,14 +181,13 @@ impl Synthesizer {
         let worker = Worker {
             pipeline,
             parts,
-            voices,
             names: names.clone(),
             defaults,
         };
         let m = metrics.clone();
         std::thread::Builder::new()
             .name("voxspec-synth".into())
-            .spawn(move || worker.run(queue, &m))
+            .spawn(move || worker.run(voices, queue, &m))
             .map(|_| ())
             .unwrap_or_else(|e| tracing::error!("cannot start the synthesis thread: {e}"));
         Self {
@@ -184,10 +233,15 @@ impl Synthesizer {
     /// # Errors
     /// [`ApiError`] 400 for a request the models cannot serve (naming the field), 500 when the
     /// synthesis failed or panicked, 503 when the worker is gone.
-    pub async fn synthesize(&self, request: SpeechRequest) -> Result<Speech, ApiError> {
+    pub async fn synthesize(&self, request: SpeechRequest) -> Result<Reply, ApiError> {
         let (reply, answer) = oneshot::channel();
         self.metrics.queue_depth.fetch_add(1, Ordering::Relaxed);
-        if self.jobs.send(Job::Speech { request, reply }).is_err() {
+        let job = Job::Speech {
+            request,
+            arrived: Instant::now(),
+            reply,
+        };
+        if self.jobs.send(job).is_err() {
             self.metrics.queue_depth.fetch_sub(1, Ordering::Relaxed);
             return Err(ApiError::unavailable("the synthesis worker has stopped"));
         }
@@ -198,43 +252,75 @@ impl Synthesizer {
 }
 
 impl Worker {
-    fn run(mut self, queue: mpsc::Receiver<Job>, metrics: &Metrics) {
-        // Block for one request, then take what arrives within the batch wait, up to the limit.
-        while let Ok(first) = queue.recv() {
-            let deadline = Instant::now() + self.defaults.batch_wait;
-            let mut jobs = vec![first];
-            while jobs.len() < self.defaults.max_batch.max(1) {
-                let left = deadline.saturating_duration_since(Instant::now());
-                let next = if left.is_zero() {
-                    queue.try_recv().ok()
-                } else {
-                    queue.recv_timeout(left).ok()
-                };
-                match next {
-                    Some(job) => jobs.push(job),
-                    None => break,
+    fn run(
+        self,
+        mut voices: BTreeMap<String, VoicePrompt>,
+        queue: mpsc::Receiver<Job>,
+        metrics: &Metrics,
+    ) {
+        let slots = self.defaults.max_batch.max(1);
+        let mut active: Vec<Active<'_>> = Vec::new();
+        let mut open = true;
+        while open || !active.is_empty() {
+            // Admit: block when idle (then gather for the batch wait), else take what waits.
+            let mut jobs = Vec::new();
+            if active.is_empty() {
+                match queue.recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+                let deadline = Instant::now() + self.defaults.batch_wait;
+                while jobs.len() < slots {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    match queue.recv_timeout(left) {
+                        Ok(job) => jobs.push(job),
+                        Err(mpsc::RecvTimeoutError::Timeout) => break,
+                        Err(mpsc::RecvTimeoutError::Disconnected) => {
+                            open = false;
+                            break;
+                        }
+                    }
+                }
+            } else {
+                while open && active.len() + jobs.len() < slots {
+                    match queue.try_recv() {
+                        Ok(job) => jobs.push(job),
+                        Err(mpsc::TryRecvError::Empty) => break,
+                        Err(mpsc::TryRecvError::Disconnected) => open = false,
+                    }
                 }
             }
             let mut speech = Vec::new();
             for job in jobs {
                 match job {
-                    Job::Speech { request, reply } => speech.push((request, reply)),
-                    // Voices first: a request of this batch may name one.
+                    Job::Speech {
+                        request,
+                        arrived,
+                        reply,
+                    } => speech.push((request, arrived, reply)),
+                    // Voices first: a request admitted with it may name it.
                     Job::Voice { name, audio, reply } => {
-                        let _ = reply.send(self.add_voice(name, audio));
+                        let _ = reply.send(self.add_voice(&mut voices, name, audio));
                     }
                 }
             }
             metrics
                 .queue_depth
                 .fetch_sub(speech.len() as i64, Ordering::Relaxed);
-            self.run_jobs(speech, metrics);
+            active.extend(self.start(&voices, speech, metrics));
+            // One chunk of every running sequence; the finished ones leave at once.
+            active.retain_mut(|sequence| self.advance(sequence, metrics));
         }
     }
 
     /// Decodes and encodes an uploaded voice and registers it.
-    fn add_voice(&mut self, name: String, audio: Vec<u8>) -> Result<VoiceInfo, ApiError> {
-        if name == "default" || self.voices.contains_key(&name) {
+    fn add_voice(
+        &self,
+        voices: &mut BTreeMap<String, VoicePrompt>,
+        name: String,
+        audio: Vec<u8>,
+    ) -> Result<VoiceInfo, ApiError> {
+        if name == "default" || voices.contains_key(&name) {
             return Err(ApiError {
                 status: StatusCode::CONFLICT,
                 message: format!("name: the voice {name:?} exists already"),
@@ -248,7 +334,7 @@ impl Worker {
         }))
         .map_err(|_| ApiError::internal("encoding the voice panicked"))?
         .map_err(|e| ApiError::bad_request(format!("audio: {e}")))?;
-        self.voices.insert(name.clone(), prompt);
+        voices.insert(name.clone(), prompt);
         if let Ok(mut names) = self.names.write() {
             names.push(name.clone());
         }
@@ -259,76 +345,177 @@ impl Worker {
         })
     }
 
-    /// Checks every request (answering the bad ones), then runs the others in batches of equal
-    /// decoder and sampler.
-    fn run_jobs(&self, jobs: Vec<(SpeechRequest, SpeechReply)>, metrics: &Metrics) {
-        let mut groups: Vec<(Plan, Vec<(SpeechItem<'_>, SpeechReply)>)> = Vec::new();
-        for (request, reply) in jobs {
-            match self.prepare(&request) {
-                Ok((plan, item)) => match groups.iter_mut().find(|(p, _)| *p == plan) {
-                    Some((_, members)) => members.push((item, reply)),
-                    None => groups.push((plan, vec![(item, reply)])),
-                },
+    /// Checks every request (answering the bad ones), runs the AR stage of the others in
+    /// batches of equal decoder and sampler, and returns them as running sequences.
+    fn start<'p>(
+        &'p self,
+        voices: &BTreeMap<String, VoicePrompt>,
+        jobs: Vec<(SpeechRequest, Instant, SpeechReply)>,
+        metrics: &Metrics,
+    ) -> Vec<Active<'p>> {
+        type Member<'v> = (SpeechItem<'v>, bool, Instant, SpeechReply);
+        let mut groups: Vec<(Plan, Vec<Member<'_>>)> = Vec::new();
+        for (request, arrived, reply) in jobs {
+            match self.prepare(voices, &request) {
+                Ok((plan, item)) => {
+                    let member = (item, request.stream, arrived, reply);
+                    match groups.iter_mut().find(|(p, _)| *p == plan) {
+                        Some((_, members)) => members.push(member),
+                        None => groups.push((plan, vec![member])),
+                    }
+                }
                 Err(e) => {
                     let _ = reply.send(Err(e));
                 }
             }
         }
+        let mut started = Vec::new();
         for (plan, members) in groups {
-            let start = Instant::now();
-            let (items, jobs): (Vec<SpeechItem<'_>>, Vec<SpeechReply>) =
-                members.into_iter().unzip();
-            let result = catch_unwind(AssertUnwindSafe(|| self.run_batch(&plan, &items)))
-                .unwrap_or_else(|panic| {
-                    let what = panic
-                        .downcast_ref::<String>()
-                        .map(String::as_str)
-                        .or_else(|| panic.downcast_ref::<&str>().copied())
-                        .unwrap_or("no message");
-                    tracing::error!("a synthesis panicked: {what}");
-                    Err(ApiError::internal(format!(
-                        "the synthesis panicked: {what}"
-                    )))
-                });
-            let seconds = start.elapsed().as_secs_f64();
-            metrics.record_batch(jobs.len(), seconds);
-            match result {
-                Ok(speeches) => {
-                    for (speech, reply) in speeches.into_iter().zip(jobs) {
-                        metrics.record_speech(&speech);
-                        // The client may have gone; nothing to do then.
-                        let _ = reply.send(Ok(speech));
-                    }
-                }
+            let begin = Instant::now();
+            let items: Vec<(&SpeechItem<'_>, bool)> = members.iter().map(|m| (&m.0, m.1)).collect();
+            let result = guarded(|| self.run_ar(&plan, &items));
+            metrics.record_batch(members.len(), begin.elapsed().as_secs_f64());
+            let streams = match result {
+                Ok(streams) => streams,
                 Err(e) => {
-                    for reply in jobs {
+                    for (_, _, _, reply) in members {
                         let _ = reply.send(Err(e.clone()));
                     }
+                    continue;
                 }
+            };
+            for ((stream, speech), (_, streamed, arrived, reply)) in
+                streams.into_iter().zip(members)
+            {
+                let sink = if streamed {
+                    let (tx, rx) = chunks::unbounded_channel();
+                    if reply.send(Ok(Reply::Stream(speech.clone(), rx))).is_err() {
+                        continue; // the client has gone
+                    }
+                    Sink::Stream(tx)
+                } else {
+                    Sink::Whole(Vec::new(), reply)
+                };
+                started.push(Active {
+                    stream,
+                    sink: Some(sink),
+                    speech,
+                    arrived,
+                    first_audio: false,
+                    samples: 0,
+                });
             }
         }
+        started
     }
 
-    fn run_batch(&self, plan: &Plan, items: &[SpeechItem<'_>]) -> Result<Vec<Speech>, ApiError> {
+    /// The AR stage of `items` (each with whether it is streamed) in one batched decode, and a
+    /// stream of each one's audio.
+    fn run_ar<'p>(
+        &'p self,
+        plan: &Plan,
+        items: &[(&SpeechItem<'_>, bool)],
+    ) -> Result<Vec<(SpeechStream<'p>, Speech)>, ApiError> {
         let mut decoder = self
             .parts
             .build(&plan.spec, &self.pipeline.lm)
             .map_err(|e| ApiError::bad_request(format!("decoder: {e}")))?;
-        let out = self
-            .pipeline
-            .synthesize_batch(decoder.as_mut(), items, &plan.sampler)
-            .map_err(|e| ApiError::internal_chain(&e))?;
-        Ok(out
-            .into_iter()
-            .map(|o| Speech {
-                samples: o.samples,
-                sample_rate: self.pipeline.sample_rate(),
-                tokens: o.generation.tokens.len(),
-                forwards: o.generation.stats.target_forwards,
-                decoder: plan.spec.label(),
-                batch: items.len(),
+        let requests: Vec<_> = items.iter().map(|(i, _)| i.request.clone()).collect();
+        let generations = decoder
+            .generate(&self.pipeline.lm, &requests, &plan.sampler)
+            .map_err(|e| ApiError::internal_chain(&TtsError::from(e)))?;
+        items
+            .iter()
+            .zip(generations)
+            .map(|(&(item, streamed), g)| {
+                let config = if streamed {
+                    self.defaults.stream
+                } else {
+                    // One NAR pass: the audio equals the unstreamed synthesis.
+                    let frames = self.defaults.chunk_frames.max(1);
+                    StreamConfig {
+                        first_frames: frames,
+                        chunk_frames: frames,
+                        nar: NarWindow::Whole,
+                    }
+                };
+                let stream = self
+                    .pipeline
+                    .stream(&item.text, item.prompt, &g.tokens, config)
+                    .map_err(|e| ApiError::internal_chain(&e))?;
+                let speech = Speech {
+                    samples: Vec::new(),
+                    sample_rate: self.pipeline.sample_rate(),
+                    tokens: g.tokens.len(),
+                    forwards: g.stats.target_forwards,
+                    decoder: plan.spec.label(),
+                    batch: items.len(),
+                };
+                Ok((stream, speech))
             })
-            .collect())
+            .collect()
+    }
+
+    /// Advances one running sequence by a chunk; false once it has finished (or failed, or its
+    /// client went away).
+    fn advance(&self, sequence: &mut Active<'_>, metrics: &Metrics) -> bool {
+        let begin = Instant::now();
+        let chunk = guarded(|| {
+            sequence
+                .stream
+                .next_chunk()
+                .map_err(|e| ApiError::internal_chain(&e))
+        });
+        metrics.record_busy(begin.elapsed().as_secs_f64());
+        let chunk = match chunk {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => return self.finish(sequence, metrics),
+            Err(e) => {
+                match sequence.sink.take() {
+                    Some(Sink::Whole(_, reply)) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Some(Sink::Stream(tx)) => {
+                        let _ = tx.send(Err(e));
+                    }
+                    None => {}
+                }
+                return false;
+            }
+        };
+        if !chunk.is_empty() && !sequence.first_audio {
+            sequence.first_audio = true;
+            metrics.record_first_audio(sequence.arrived.elapsed().as_secs_f64());
+        }
+        sequence.samples += chunk.len();
+        match &mut sequence.sink {
+            Some(Sink::Whole(samples, _)) => samples.extend(chunk),
+            Some(Sink::Stream(tx)) => {
+                if !chunk.is_empty() && tx.send(Ok(chunk)).is_err() {
+                    return false; // the client has gone
+                }
+            }
+            None => return false,
+        }
+        if sequence.stream.is_done() {
+            return self.finish(sequence, metrics);
+        }
+        true
+    }
+
+    /// Answers a finished sequence; always false (its slot is free).
+    fn finish(&self, sequence: &mut Active<'_>, metrics: &Metrics) -> bool {
+        let mut speech = sequence.speech.clone();
+        match sequence.sink.take() {
+            Some(Sink::Whole(samples, reply)) => {
+                speech.samples = samples;
+                metrics.record_speech(&speech, sequence.samples);
+                let _ = reply.send(Ok(Reply::Whole(speech)));
+            }
+            Some(Sink::Stream(_)) => metrics.record_speech(&speech, sequence.samples),
+            None => {}
+        }
+        false
     }
 
     /// The decoder of a request.
@@ -359,7 +546,11 @@ impl Worker {
 
     /// Checks `request` against the models and makes its AR request. The decoder is built once
     /// per batch ([`Worker::run_batch`]); a spec it refuses answers that batch with a 400.
-    fn prepare(&self, request: &SpeechRequest) -> Result<(Plan, SpeechItem<'_>), ApiError> {
+    fn prepare<'v>(
+        &self,
+        voices: &'v BTreeMap<String, VoicePrompt>,
+        request: &SpeechRequest,
+    ) -> Result<(Plan, SpeechItem<'v>), ApiError> {
         let chars = request.input.chars().count();
         if request.input.trim().is_empty() {
             return Err(ApiError::bad_request("input: the text is empty"));
@@ -370,20 +561,12 @@ impl Worker {
                 self.defaults.max_input_chars
             )));
         }
-        if request.stream {
-            return Err(ApiError::bad_request(
-                "stream: streaming responses are not supported yet; leave it false",
-            ));
-        }
         let voice = match request.voice.as_deref() {
             None | Some("default") => None,
-            Some(name) => Some(self.voices.get(name).ok_or_else(|| {
+            Some(name) => Some(voices.get(name).ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "voice: unknown voice {name:?} (registered: default{})",
-                    self.voices
-                        .keys()
-                        .map(|k| format!(", {k}"))
-                        .collect::<String>()
+                    voices.keys().map(|k| format!(", {k}")).collect::<String>()
                 ))
             })?),
         };
@@ -435,4 +618,19 @@ impl Worker {
 struct Plan {
     spec: DecoderSpec,
     sampler: SamplerConfig,
+}
+
+/// Runs `work`, turning a panic into a 500 that names it.
+fn guarded<T>(work: impl FnOnce() -> Result<T, ApiError>) -> Result<T, ApiError> {
+    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| panic.downcast_ref::<&str>().copied())
+            .unwrap_or("no message");
+        tracing::error!("a synthesis panicked: {what}");
+        Err(ApiError::internal(format!(
+            "the synthesis panicked: {what}"
+        )))
+    })
 }

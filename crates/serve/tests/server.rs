@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
-use voxspec_tts::{DecoderParts, Pipeline, write_untrained_experiment};
+use voxspec_tts::{DecoderParts, NarWindow, Pipeline, StreamConfig, write_untrained_experiment};
 
 fn app(dir: &Path) -> Router {
     app_with(dir, Duration::ZERO)
@@ -23,6 +23,17 @@ fn app(dir: &Path) -> Router {
 
 /// The app with `batch_wait`: how long the worker gathers requests for a batch.
 fn app_with(dir: &Path, batch_wait: Duration) -> Router {
+    app_from(
+        dir,
+        Defaults {
+            batch_wait,
+            ..Defaults::default()
+        },
+    )
+}
+
+/// The app with `defaults` (decoder, heads and input limit set for the tests).
+fn app_from(dir: &Path, defaults: Defaults) -> Router {
     let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
     let device = Device::flex();
     let paths = write_untrained_experiment(dir, &codec, &device).unwrap();
@@ -32,8 +43,7 @@ fn app_with(dir: &Path, batch_wait: Duration) -> Router {
             decoder: "mtp".into(),
             heads: 2,
             max_input_chars: 200,
-            batch_wait,
-            ..Defaults::default()
+            ..defaults
         },
         max_body_bytes: 4096,
         ..ServerConfig::default()
@@ -155,9 +165,9 @@ async fn speech_health_metrics_and_bad_requests() {
             "speed",
         ),
         (
-            json!({"input": "hi", "stream": true}),
+            json!({"input": "hi", "stream": true, "voice": "nobody"}),
             StatusCode::BAD_REQUEST,
-            "stream",
+            "voice",
         ),
         (
             json!({"input": "hi", "temperature": -1.0}),
@@ -396,6 +406,11 @@ async fn serves_over_a_socket_and_shuts_down_gracefully() {
         sentences: vec!["Hello.".into(), "The cat sat on the mat.".into()],
         decoder: "mtp".into(),
         timeout: Duration::from_secs(60),
+        stream: false,
+    };
+    let streamed = LoadConfig {
+        stream: true,
+        ..load.clone()
     };
     let report = tokio::task::spawn_blocking(move || run_load(addr, &load))
         .await
@@ -405,6 +420,17 @@ async fn serves_over_a_socket_and_shuts_down_gracefully() {
     assert!(report.audio_seconds > 0.0 && report.throughput > 0.0);
     assert!(report.ttfb_p50 <= report.latency_p50 && report.latency_p50 <= report.latency_p95);
     assert!(report.mean_batch >= 1.0);
+    // Streamed (chunked) responses carry the same audio: same seeds, same codes, same length.
+    let stream_report = tokio::task::spawn_blocking(move || run_load(addr, &streamed))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        (stream_report.audio_seconds - report.audio_seconds).abs() < 1e-9,
+        "streamed {} s against whole {} s",
+        stream_report.audio_seconds,
+        report.audio_seconds
+    );
     let bad = LoadConfig {
         decoder: "magic".into(),
         ..LoadConfig {
@@ -413,6 +439,7 @@ async fn serves_over_a_socket_and_shuts_down_gracefully() {
             sentences: vec!["Hello.".into()],
             decoder: String::new(),
             timeout: Duration::from_secs(60),
+            stream: false,
         }
     };
     let err = tokio::task::spawn_blocking(move || run_load(addr, &bad))
@@ -475,4 +502,131 @@ async fn the_page_speaks_in_headless_chromium() {
     );
     stop.send(()).unwrap();
     server.await.unwrap().unwrap();
+}
+
+/// 16-bit samples of little-endian PCM bytes.
+fn samples(pcm: &[u8]) -> Vec<i16> {
+    pcm.chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_audio_arrives_in_chunks_and_equals_the_whole_response() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_from(
+        dir.path(),
+        Defaults {
+            // One NAR pass: the streamed audio is then the whole response's, chunk joins aside.
+            stream: StreamConfig {
+                first_frames: 9,
+                chunk_frames: 5,
+                nar: NarWindow::Whole,
+            },
+            ..Defaults::default()
+        },
+    );
+    let body = json!({"input": "The cat sat on the mat.", "seed": 3, "response_format": "pcm"});
+    let (status, _, whole) = speak(&app, body.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut streamed_body = body.clone();
+    streamed_body["stream"] = json!(true);
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/audio/speech")
+        .header("content-type", "application/json")
+        .body(Body::from(streamed_body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers().get("content-length").is_none());
+    let mut body = response.into_body();
+    let mut frames = 0;
+    let mut streamed = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.unwrap();
+        if let Some(data) = frame.data_ref() {
+            frames += 1;
+            streamed.extend_from_slice(data);
+        }
+    }
+    assert!(frames > 2, "the audio came in {frames} body frame(s)");
+    let (a, b) = (samples(&whole), samples(&streamed));
+    assert_eq!(a.len(), b.len());
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs())
+        .max()
+        .unwrap_or(0);
+    assert!(worst <= 1, "streamed and whole audio differ by {worst} LSB");
+
+    // A WAV stream starts with a header whose sizes are left open.
+    streamed_body["response_format"] = json!("wav");
+    let (status, content_type, wav) = speak(&app, streamed_body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type, "audio/wav");
+    assert_eq!(&wav[..4], b"RIFF");
+    assert_eq!(&wav[36..40], b"data");
+    assert_eq!(samples(&wav[44..]).len(), b.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_request_joins_a_running_one_and_finishes_first() {
+    let dir = tempfile::tempdir().unwrap();
+    // One frame per round for every sequence: the long request runs for many rounds.
+    let app = app_from(
+        dir.path(),
+        Defaults {
+            max_batch: 4,
+            chunk_frames: 1,
+            stream: StreamConfig {
+                first_frames: 1,
+                chunk_frames: 1,
+                nar: NarWindow::Whole,
+            },
+            ..Defaults::default()
+        },
+    );
+    // The untrained models have 64 positions: a short text leaves room for a long utterance, a
+    // long text for a short one.
+    let long = json!({"input": "Hi.", "seed": 1, "response_format": "pcm", "stream": true});
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/audio/speech")
+        .header("content-type", "application/json")
+        .body(Body::from(long.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let long_tokens: usize = response.headers()["x-ar-tokens"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut body = response.into_body();
+    // The long sequence is running: its first audio is here.
+    let first = body.frame().await.unwrap().unwrap();
+    assert!(first.data_ref().is_some_and(|d| !d.is_empty()));
+    let reader = tokio::spawn(async move {
+        while let Some(frame) = body.frame().await {
+            frame.unwrap();
+        }
+        std::time::Instant::now()
+    });
+    let short = json!({"input": "A longer sentence with rather more words in it.", "seed": 2,
+        "response_format": "pcm"});
+    let (status, _, short) = speak(&app, short).await;
+    let short_done = std::time::Instant::now();
+    assert_eq!(status, StatusCode::OK);
+    assert!(!short.is_empty());
+    assert!(
+        long_tokens > 2 * samples(&short).len() / 320,
+        "{long_tokens} frames is not long"
+    );
+    let long_done = reader.await.unwrap();
+    assert!(
+        short_done < long_done,
+        "the short request waited for the long one ({long_tokens} frames) to end"
+    );
 }

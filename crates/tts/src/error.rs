@@ -22,6 +22,9 @@ pub enum TtsError {
     /// The text cannot be spoken (empty, unknown characters, too long for the context).
     #[error("{0}")]
     Text(String),
+    /// A setting is out of range (the message names it).
+    #[error("{0}")]
+    Config(String),
     /// A voice prompt cannot be used.
     #[error("the prompt {}: {reason}", path.display())]
     Prompt {

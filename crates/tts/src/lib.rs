@@ -64,6 +64,7 @@ mod decoders;
 mod engine;
 mod error;
 mod pipeline;
+mod stream;
 mod untrained;
 
 pub use bench::{BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_decode_bench};
@@ -71,4 +72,5 @@ pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
 pub use pipeline::{Lengths, ModelPaths, Pipeline, SpeechItem, Synthesis, VoicePrompt};
+pub use stream::{NarWindow, SpeechStream, StreamConfig, Streamed};
 pub use untrained::write_untrained_experiment;

@@ -474,6 +474,23 @@ impl Pipeline {
         prompt: Option<&VoicePrompt>,
         first: &[u32],
     ) -> Result<Vec<f32>> {
+        let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
+        let codes = self.nar_codes(&nar_text, &prompt_codes, first)?;
+        self.decode_codes(&codes)
+    }
+
+    /// The NAR's text (a prompt's transcript, then `text`) and prompt codes `[n_q][frames]` for
+    /// `frames` new frames, checked against the NAR's context (an untranscribed voice prompt is
+    /// cut to fit).
+    ///
+    /// # Errors
+    /// [`TtsError::Text`] when the text and frames (or a transcribed prompt) do not fit.
+    pub(crate) fn nar_inputs(
+        &self,
+        text: &[u32],
+        prompt: Option<&VoicePrompt>,
+        frames: usize,
+    ) -> Result<(Vec<u32>, Vec<Vec<u32>>)> {
         let n_q = self.nar.n_q();
         let (prompt_codes, nar_text) = match prompt {
             Some(p) => {
@@ -485,12 +502,11 @@ impl Pipeline {
         };
         // The NAR sees the text, a separator, the prompt's frames and the new frames at once.
         let limit = self.nar.transformer.max_seq_len();
-        let used = nar_text.len() + 1 + first.len();
+        let used = nar_text.len() + 1 + frames;
         if used > limit {
             return Err(TtsError::Text(format!(
-                "the text, a separator and its {} frames take {used} positions, more than the \
-                 NAR model's context of {limit}; split it into shorter sentences",
-                first.len()
+                "the text, a separator and its {frames} frames take {used} positions, more than \
+                 the NAR model's context of {limit}; split it into shorter sentences"
             )));
         }
         let prompt_frames = prompt_codes.first().map_or(0, Vec::len);
@@ -517,20 +533,32 @@ impl Pipeline {
                 used + prompt_frames
             )));
         };
-        let codes = self
-            .nar
-            .generate(&nar_text, &prompt_codes, first)
-            .map_err(TtsError::stage("the NAR stage"))?;
-        let frames = first.len();
-        let flat: Vec<i64> = codes
-            .iter()
-            .flat_map(|l| l.iter().map(|&c| i64::from(c)))
-            .collect();
-        let codes: Tensor<3, Int> =
-            Tensor::from_data(TensorData::new(flat, [n_q, 1, frames]), &self.device);
+        Ok((nar_text, prompt_codes))
+    }
+
+    /// The NAR's codes `[n_q][frames]` for RVQ-1 codes `first` (layer 0 is `first`).
+    ///
+    /// # Errors
+    /// The NAR's, naming its stage.
+    pub(crate) fn nar_codes(
+        &self,
+        nar_text: &[u32],
+        prompt_codes: &[Vec<u32>],
+        first: &[u32],
+    ) -> Result<Vec<Vec<u32>>> {
+        self.nar
+            .generate(nar_text, prompt_codes, first)
+            .map_err(TtsError::stage("the NAR stage"))
+    }
+
+    /// Codes `[n_q][frames]` → `frames · hop` samples through the codec decoder.
+    ///
+    /// # Errors
+    /// The codec's, naming its stage; [`TtsError::TensorRead`].
+    pub fn decode_codes(&self, codes: &[Vec<u32>]) -> Result<Vec<f32>> {
         let wave = self
             .codec
-            .decode(codes)
+            .decode(self.codes_tensor(codes, 0, codes.first().map_or(0, Vec::len)))
             .map_err(TtsError::stage("the codec decoder"))?;
         wave.into_data()
             .try_into_vec::<f32>()
@@ -538,5 +566,22 @@ impl Pipeline {
                 what: "the waveform",
                 reason: format!("{e:?}"),
             })
+    }
+
+    /// Frames `from..to` of codes `[n_q][frames]` as the codec's `[n_q, 1, to − from]` tensor.
+    pub(crate) fn codes_tensor(
+        &self,
+        codes: &[Vec<u32>],
+        from: usize,
+        to: usize,
+    ) -> Tensor<3, Int> {
+        let flat: Vec<i64> = codes
+            .iter()
+            .flat_map(|l| l[from..to].iter().map(|&c| i64::from(c)))
+            .collect();
+        Tensor::from_data(
+            TensorData::new(flat, [codes.len(), 1, to - from]),
+            &self.device,
+        )
     }
 }
