@@ -15,8 +15,9 @@ use crate::synth::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
 /// /metrics` (Prometheus text).
 ///
 /// One worker owns the models and runs up to --max-batch sequences at once (continuous
-/// batching: requests admitted together share a batched AR decode; then every sequence advances
-/// one chunk per round, and a finished one frees its slot at once). `"stream": true` sends the
+/// batching: requests admitted together share a batched AR decode; then each round advances every
+/// streamed sequence and the oldest whole one by a chunk, and a finished one frees its slot at
+/// once). `"stream": true` sends the
 /// audio in chunks as they are made (see the Streaming options). Bad requests get a 4xx JSON
 /// error naming the field. Ctrl-C or SIGTERM stops accepting connections and finishes the
 /// requests in flight.
@@ -45,7 +46,7 @@ pub struct ServeArgs {
     /// decode, each with its own seed).
     #[arg(long, default_value_t = 8)]
     max_batch: usize,
-    /// Frames each running sequence advances per round (whole responses).
+    /// Frames a whole (unstreamed) response advances per round.
     #[arg(long, value_name = "FRAMES", default_value_t = 100)]
     chunk_frames: usize,
     /// Milliseconds the worker waits for more requests after the first of a batch.

@@ -18,8 +18,8 @@
 //! [`Defaults::max_batch`] sequences run at once and a waiting request takes a free slot at once.
 //! The requests admitted together run their AR stage as one batched decode per decoder and
 //! sampler (each keeps its own seed, so a request gets the same audio in a batch as alone); then
-//! every running sequence advances one chunk (NAR and codec for its next frames) per round, and a
-//! finished one leaves at once. `"stream": true` sends each chunk as it is made (chunked
+//! each round advances every streamed sequence and the oldest whole one by a chunk (NAR and codec
+//! for its next frames), and a finished one leaves at once. `"stream": true` sends each chunk as it is made (chunked
 //! transfer; [`Defaults::stream`] sets the chunk sizes and the NAR's window). A panic in a
 //! synthesis answers its requests with a 500 and the server goes on.
 

@@ -5,9 +5,9 @@
 //!   slot is free — a finished sequence frees its slot at once, not at the end of a batch;
 //! - the requests admitted together run their AR stage as one batched decode per decoder and
 //!   sampler (each keeps its own seed, so a batch gives the audio the request gets alone);
-//! - then every running sequence advances by one chunk per round ([`SpeechStream`]): NAR and
-//!   codec for its next frames. Streamed requests get each chunk as it is made; the others get
-//!   their audio when their last chunk is done.
+//! - then, each round, every streamed sequence advances by one chunk ([`SpeechStream`]: NAR and
+//!   codec for its next frames) and is sent it at once, and so does the oldest whole one (whole
+//!   responses are finished in arrival order, interleaved with the streams' chunks).
 //!
 //! A request is checked against the loaded models before it runs, and a panic inside one
 //! synthesis is caught and answered with a 500, so it never takes the server down.
@@ -308,8 +308,19 @@ impl Worker {
                 .queue_depth
                 .fetch_sub(speech.len() as i64, Ordering::Relaxed);
             active.extend(self.start(&voices, speech, metrics));
-            // One chunk of every running sequence; the finished ones leave at once.
-            active.retain_mut(|sequence| self.advance(sequence, metrics));
+            // One chunk of every streamed sequence and of the oldest whole one (whole responses
+            // are answered in arrival order, so their latency is not spread over each other);
+            // finished sequences leave at once.
+            let oldest_whole = active
+                .iter()
+                .position(|a| matches!(a.sink, Some(Sink::Whole(..))));
+            let mut index = 0;
+            active.retain_mut(|sequence| {
+                let turn =
+                    Some(index) == oldest_whole || matches!(sequence.sink, Some(Sink::Stream(_)));
+                index += 1;
+                !turn || self.advance(sequence, metrics)
+            });
         }
     }
 
