@@ -1,6 +1,7 @@
 //! Server metrics in Prometheus' text format (`GET /metrics`): requests by outcome, the queue
 //! depth, audio produced, synthesis time (its ratio to the audio is the real-time factor), AR
-//! tokens and forwards (their ratio is tokens per forward), and latency.
+//! tokens and forwards (their ratio is tokens per forward), drafted and accepted tokens (their
+//! ratio is the acceptance rate), and the time to first audio.
 
 use std::fmt::Write;
 use std::sync::Mutex;
@@ -23,6 +24,8 @@ pub struct Metrics {
     batched: AtomicU64,
     tokens: AtomicU64,
     forwards: AtomicU64,
+    drafted: AtomicU64,
+    accepted: AtomicU64,
     /// Seconds of audio produced and seconds spent producing it.
     seconds: Mutex<(f64, f64)>,
     /// Sum and count of the times from a request's arrival to its first audio.
@@ -36,6 +39,10 @@ impl Metrics {
             .fetch_add(speech.tokens as u64, Ordering::Relaxed);
         self.forwards
             .fetch_add(speech.forwards as u64, Ordering::Relaxed);
+        self.drafted
+            .fetch_add(speech.drafted as u64, Ordering::Relaxed);
+        self.accepted
+            .fetch_add(speech.accepted as u64, Ordering::Relaxed);
         let audio = samples as f64 / f64::from(speech.sample_rate.max(1));
         if let Ok(mut s) = self.seconds.lock() {
             s.0 += audio;
@@ -145,6 +152,18 @@ impl Metrics {
             "counter",
             "Forwards of the AR model (tokens divided by forwards: tokens per forward).",
             &[(String::new(), get(&self.forwards))],
+        );
+        metric(
+            "voxspec_drafted_tokens_total",
+            "counter",
+            "Tokens proposed for verification by speculative decoders (self-spec).",
+            &[(String::new(), get(&self.drafted))],
+        );
+        metric(
+            "voxspec_accepted_tokens_total",
+            "counter",
+            "Proposed tokens kept by the verification (divided by the drafted: the acceptance rate).",
+            &[(String::new(), get(&self.accepted))],
         );
         out
     }

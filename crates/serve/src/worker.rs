@@ -87,6 +87,10 @@ pub struct Speech {
     pub tokens: usize,
     /// Forwards of the AR model.
     pub forwards: usize,
+    /// Tokens proposed for verification (self-speculation's drafts; 0 for the other decoders).
+    pub drafted: usize,
+    /// Proposed tokens the verification kept.
+    pub accepted: usize,
     /// The decoder that ran ([`DecoderSpec::label`]).
     pub decoder: String,
     /// Requests whose AR stage ran in the same batched decode (itself included).
@@ -459,6 +463,8 @@ impl Worker {
                     sample_rate: self.pipeline.sample_rate(),
                     tokens: g.tokens.len(),
                     forwards: g.stats.target_forwards,
+                    drafted: g.stats.drafted,
+                    accepted: g.stats.accepted,
                     decoder: plan.spec.label(),
                     batch: items.len(),
                 };

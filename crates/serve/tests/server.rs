@@ -200,16 +200,35 @@ async fn speech_health_metrics_and_bad_requests() {
     let (status, _, _) = call(&app, "POST", "/v1/audio/speech", Body::from(huge)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(speak(&app, request).await.0, StatusCode::OK);
+    // Self-speculation drafts and verifies: the metrics count both.
+    let self_spec = json!({"input": "The cat sat on the mat.", "decoder": "self-spec", "seed": 1});
+    assert_eq!(speak(&app, self_spec).await.0, StatusCode::OK);
 
-    // Metrics: 4 answered with audio, every bad request counted.
+    // Metrics: 5 answered with audio, every bad request counted.
     let (status, content_type, body) = call(&app, "GET", "/metrics", Body::empty()).await;
     assert_eq!(status, StatusCode::OK);
     assert!(content_type.starts_with("text/plain"));
     let text = String::from_utf8(body).unwrap();
     assert!(
-        text.contains("voxspec_requests_total{outcome=\"ok\"} 4"),
+        text.contains("voxspec_requests_total{outcome=\"ok\"} 5"),
         "{text}"
     );
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name} missing in {text}"))
+    };
+    let (drafted, accepted) = (
+        value("voxspec_drafted_tokens_total"),
+        value("voxspec_accepted_tokens_total"),
+    );
+    assert!(
+        drafted > 0.0 && accepted <= drafted,
+        "drafted {drafted}, accepted {accepted}"
+    );
+    assert_eq!(value("voxspec_time_to_first_audio_seconds_count"), 5.0);
+    assert!(value("voxspec_time_to_first_audio_seconds_sum") > 0.0);
     let client = format!(
         "voxspec_requests_total{{outcome=\"client_error\"}} {}",
         cases.len() + 2
