@@ -1,4 +1,4 @@
-//! Causal attention of a block of new queries over one sequence's cached keys and values
+//! Causal (or bidirectional) attention of a block of new queries over one sequence's cached keys and values
 //! (Vaswani et al. 2017, §3.2.1: `softmax(q·kᵀ / √d_head) · v`), head by head, as
 //! `voxspec-nn`'s cached forward computes it: the scores are scaled after the dot product,
 //! softmax subtracts the row maximum, the weights are normalised before they multiply `v`.
@@ -7,6 +7,7 @@
 //! cache of one sequence, one head:  kᵀ [head_dim, capacity], v [capacity, head_dim]
 //!                                   positions 0 .. start + new valid
 //! query i of the block (position start + i) attends to keys 0 ..= start + i
+//!   (bidirectional models, `causal: false`: to keys 0 .. start + new)
 //! ```
 //!
 //! Heads run in parallel when a block is large enough to pay for the fork.
@@ -33,11 +34,12 @@ fn attend_head_body(
     hd: usize,
     start: usize,
     new: usize,
+    causal: bool,
     scale: f32,
     scores: &mut [f32],
     ctx: &mut [f32],
 ) {
-    // Scores [new, keys]: query i sees keys 0 ..= start + i. Each key row of kᵀ is read once
+    // Scores [new, keys]: query i sees keys 0 ..= start + i (causal) or every key. Each key row of kᵀ is read once
     // for all the block's queries (it stays in L1), then each value row likewise.
     let keys = start + new;
     let scores = &mut scores[..new * keys];
@@ -46,7 +48,7 @@ fn attend_head_body(
         let row = &kt[dd * capacity..dd * capacity + keys];
         for i in 0..new {
             let qd = q[i * q_stride + dd];
-            let visible = start + i + 1;
+            let visible = if causal { start + i + 1 } else { keys };
             for (sj, &kv) in scores[i * keys..i * keys + visible]
                 .iter_mut()
                 .zip(&row[..visible])
@@ -56,7 +58,8 @@ fn attend_head_body(
         }
     }
     for i in 0..new {
-        let s = &mut scores[i * keys..i * keys + start + i + 1];
+        let visible = if causal { start + i + 1 } else { keys };
+        let s = &mut scores[i * keys..i * keys + visible];
         let mut max = f32::NEG_INFINITY;
         for sj in s.iter_mut() {
             *sj *= scale;
@@ -75,7 +78,8 @@ fn attend_head_body(
     ctx.fill(0.0);
     for j in 0..keys {
         let vj = &vh[j * hd..(j + 1) * hd];
-        for i in j.saturating_sub(start)..new {
+        let first = if causal { j.saturating_sub(start) } else { 0 };
+        for i in first..new {
             let p = scores[i * keys + j];
             for (cv, &vv) in ctx[i * hd..(i + 1) * hd].iter_mut().zip(vj) {
                 *cv += p * vv;
@@ -100,12 +104,13 @@ unsafe fn attend_head_avx512(
     hd: usize,
     start: usize,
     new: usize,
+    causal: bool,
     scale: f32,
     scores: &mut [f32],
     ctx: &mut [f32],
 ) {
     attend_head_body(
-        q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+        q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
     );
 }
 
@@ -125,12 +130,13 @@ unsafe fn attend_head_avx2(
     hd: usize,
     start: usize,
     new: usize,
+    causal: bool,
     scale: f32,
     scores: &mut [f32],
     ctx: &mut [f32],
 ) {
     attend_head_body(
-        q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+        q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
     );
 }
 
@@ -145,6 +151,7 @@ fn attend_head(
     hd: usize,
     start: usize,
     new: usize,
+    causal: bool,
     scale: f32,
     scores: &mut [f32],
     ctx: &mut [f32],
@@ -154,18 +161,18 @@ fn attend_head(
         // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
         Kernel::Avx512 => unsafe {
             attend_head_avx512(
-                q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+                q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
             )
         },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx2` is detected only on CPUs with AVX2.
         Kernel::Avx2 => unsafe {
             attend_head_avx2(
-                q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+                q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
             )
         },
         _ => attend_head_body(
-            q, q_stride, kt, capacity, vh, hd, start, new, scale, scores, ctx,
+            q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
         ),
     }
 }
@@ -179,6 +186,9 @@ pub struct HeadLayout {
     pub head_dim: usize,
     /// Positions the cache holds per sequence.
     pub capacity: usize,
+    /// Query i of a block sees keys up to its own position only (false: every valid key, for
+    /// bidirectional models).
+    pub causal: bool,
 }
 
 /// Attention of `new` queries at positions `start .. start + new` of one sequence, whose keys
@@ -209,6 +219,7 @@ pub fn attend(
         heads,
         head_dim: hd,
         capacity,
+        causal,
     } = layout;
     let keys = start + new;
     let scale = (1.0 / (hd as f64).sqrt()) as f32;
@@ -224,6 +235,7 @@ pub fn attend(
             hd,
             start,
             new,
+            causal,
             scale,
             scores,
             ctx,
@@ -268,6 +280,7 @@ mod tests {
             heads: 1,
             head_dim: 2,
             capacity: 4,
+            causal: true,
         };
         // Keys (1, 0), (0, 1), (1, 1), (100, 100), transposed: [head_dim, capacity].
         let k = [1.0, 0.0, 1.0, 100.0, 0.0, 1.0, 1.0, 100.0];

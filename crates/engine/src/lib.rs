@@ -7,6 +7,8 @@
 //! - It implements `voxspec_infer::LanguageModel` with [`NativeCache`]: a preallocated KV cache
 //!   per layer, per-sequence lengths, O(1) truncate, ragged `extend` without padding, and
 //!   scratch buffers reused from step to step.
+//! - [`NativeNar`]: the NAR model (code layers 2..N) on the same stack, bidirectional, one pass
+//!   per layer.
 //! - [`matmul`]: small-M products (M ≤ 16 new tokens) that read each weight once for all rows,
 //!   split over the threads by output columns, with AVX-512, AVX2 and portable micro-kernels
 //!   chosen at run time.
@@ -55,10 +57,13 @@ pub mod error;
 pub mod lm;
 pub mod matmul;
 pub mod model;
+pub mod nar;
 pub mod ops;
+mod stack;
 
 pub use bandwidth::read_bandwidth_gbs;
 pub use cache::NativeCache;
 pub use error::{EngineError, Result};
 pub use matmul::{Kernel, PackedLinear};
 pub use model::NativeMtp;
+pub use nar::NativeNar;

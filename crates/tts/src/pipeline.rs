@@ -19,6 +19,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_audio::Audio;
 use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig, load_codec};
 use voxspec_data::TextTokenizer;
+use voxspec_engine::NativeNar;
 use voxspec_infer::{Decoder, Generation, Limits, Request, SamplerConfig};
 use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
 
@@ -40,7 +41,7 @@ pub struct ModelPaths {
     pub codec: PathBuf,
     /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`).
     pub transitions: PathBuf,
-    /// Implementation that runs the AR model and the draft.
+    /// Implementation that runs the AR model, the draft and the NAR model.
     pub engine: EngineKind,
 }
 
@@ -95,6 +96,9 @@ pub struct Pipeline {
     pub lm: ArEngine,
     /// The NAR model (code layers 2..N).
     pub nar: NarModel,
+    /// The NAR model on the native engine (with [`EngineKind::Native`]): what fills the code
+    /// layers then.
+    pub nar_engine: Option<NativeNar>,
     /// The codec whose decoder turns codes into a waveform.
     pub codec: SpeechTokenizer,
     /// The codec's config (sample rate, hop, codebook).
@@ -151,8 +155,14 @@ impl Pipeline {
         let tok_path = paths.ar.join("tokenizer.json");
         let tokenizer = TextTokenizer::load(&tok_path)
             .map_err(TtsError::load("the AR model's tokenizer", &tok_path))?;
-        let (_, nar) =
+        let (nar_config, nar) =
             load_nar(&paths.nar, device).map_err(TtsError::load("the NAR model", &paths.nar))?;
+        let nar_engine = match paths.engine {
+            EngineKind::Native => Some(NativeNar::from_burn(&nar, &nar_config).map_err(
+                TtsError::load("the NAR model onto the native engine", &paths.nar),
+            )?),
+            EngineKind::Burn => None,
+        };
         let (codec_config, codec) =
             load_codec(&paths.codec, device).map_err(TtsError::load("the codec", &paths.codec))?;
         if ar.codebook_size() != codec_config.codebook_size
@@ -183,6 +193,7 @@ impl Pipeline {
             ar,
             lm,
             nar,
+            nar_engine,
             codec,
             codec_config,
         })
@@ -546,9 +557,15 @@ impl Pipeline {
         prompt_codes: &[Vec<u32>],
         first: &[u32],
     ) -> Result<Vec<Vec<u32>>> {
-        self.nar
-            .generate(nar_text, prompt_codes, first)
-            .map_err(TtsError::stage("the NAR stage"))
+        match &self.nar_engine {
+            Some(engine) => engine
+                .generate(nar_text, prompt_codes, first)
+                .map_err(TtsError::stage("the NAR stage")),
+            None => self
+                .nar
+                .generate(nar_text, prompt_codes, first)
+                .map_err(TtsError::stage("the NAR stage")),
+        }
     }
 
     /// Codes `[n_q][frames]` → `frames · hop` samples through the codec decoder.
