@@ -47,6 +47,12 @@ pub enum EngineError {
         /// What differs.
         detail: String,
     },
+    /// A weight format name that is not `f32` or `bf16`.
+    #[error("unknown weight format {name:?} (expected f32 or bf16)")]
+    UnknownWeightFormat {
+        /// The name given.
+        name: String,
+    },
     /// Loading the model directory failed.
     #[error("loading {path}: {detail}")]
     Load {

@@ -17,7 +17,7 @@ use voxspec_mtp::{FrameTrack, MtpConfig, MtpModel, TrackLayout, load_mtp};
 
 use crate::cache::{NativeCache, ensure};
 use crate::error::{EngineError, Result};
-use crate::matmul::PackedLinear;
+use crate::matmul::{PackedLinear, WeightFormat};
 use crate::stack::{Stack, linear, read_param};
 
 /// The phone-track embedding of an aligned model.
@@ -59,6 +59,19 @@ impl NativeMtp {
     /// [`EngineError::Model`] when `config` does not describe `model`;
     /// [`EngineError::Parameter`] when a tensor cannot be read as f32.
     pub fn from_burn(model: &MtpModel, config: &MtpConfig) -> Result<Self> {
+        Self::from_burn_with(model, config, WeightFormat::F32)
+    }
+
+    /// [`from_burn`](Self::from_burn) with the linear weights (every transformer layer's and
+    /// the MTP heads') stored as `weights`; the embedding tables, norms and biases stay f32.
+    ///
+    /// # Errors
+    /// As [`from_burn`](Self::from_burn).
+    pub fn from_burn_with(
+        model: &MtpModel,
+        config: &MtpConfig,
+        weights: WeightFormat,
+    ) -> Result<Self> {
         let t = &model.transformer;
         let tc = &config.transformer;
         if (t.d_model(), t.n_heads(), t.n_layers(), t.max_seq_len())
@@ -86,7 +99,7 @@ impl NativeMtp {
                 ),
             });
         }
-        let stack = Stack::from_burn(t, tc)?;
+        let stack = Stack::from_burn(t, tc)?.into_format(weights);
         let track = match &model.track {
             Some(track) => Some(TrackTable {
                 table: read_param(&track.embedding.weight, "track.embedding")?,
@@ -102,10 +115,12 @@ impl NativeMtp {
             .map(|(i, h)| {
                 Ok(Head {
                     residual: match &h.residual {
-                        Some(r) => Some(linear(r, &format!("heads.{i}.residual"))?),
+                        Some(r) => {
+                            Some(linear(r, &format!("heads.{i}.residual"))?.into_format(weights))
+                        }
                         None => None,
                     },
-                    out: linear(&h.out, &format!("heads.{i}.out"))?,
+                    out: linear(&h.out, &format!("heads.{i}.out"))?.into_format(weights),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -125,11 +140,24 @@ impl NativeMtp {
     /// # Errors
     /// [`EngineError::Load`] naming the directory; as [`from_burn`](Self::from_burn).
     pub fn load(dir: &Path) -> Result<Self> {
+        Self::load_with(dir, WeightFormat::F32)
+    }
+
+    /// [`load`](Self::load) with the linear weights stored as `weights`.
+    ///
+    /// # Errors
+    /// As [`load`](Self::load).
+    pub fn load_with(dir: &Path, weights: WeightFormat) -> Result<Self> {
         let (file, model) = load_mtp(dir, &Device::flex()).map_err(|e| EngineError::Load {
             path: dir.display().to_string(),
             detail: e.to_string(),
         })?;
-        Self::from_burn(&model, &file.model)
+        Self::from_burn_with(&model, &file.model, weights)
+    }
+
+    /// How the linear weights are stored.
+    pub fn weight_format(&self) -> WeightFormat {
+        self.stack.format()
     }
 
     /// The Burn model the engine was built from.
@@ -137,14 +165,21 @@ impl NativeMtp {
         &self.burn
     }
 
-    /// Parameters of the transformer, embeddings and heads the engine reads (the duration
-    /// predictor excluded).
+    /// Parameters of the linear layers and heads one step reads (the embedding tables and
+    /// the duration predictor excluded).
     pub fn num_params(&self) -> usize {
-        self.weight_bytes() / 4
+        let layers: usize = self.stack.layers.iter().map(|l| l.num_params()).sum();
+        let heads: usize = self
+            .heads
+            .iter()
+            .map(|h| h.out.num_params() + h.residual.as_ref().map_or(0, |r| r.num_params()))
+            .sum();
+        layers + heads
     }
 
-    /// Bytes of weights one step over one token reads: every linear layer and the heads (a
-    /// step reads one embedding row, not the table).
+    /// Bytes of weights one step over one token reads: every linear layer and the heads, in
+    /// their [`WeightFormat`], with their f32 biases (a step reads one embedding row, not the
+    /// table).
     pub fn weight_bytes(&self) -> usize {
         let layers = self.stack.weight_bytes();
         let heads: usize = self

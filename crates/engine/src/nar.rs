@@ -18,7 +18,7 @@ use voxspec_mtp::{NarConfig, NarModel, load_nar};
 
 use crate::cache::{NativeCache, ensure};
 use crate::error::{EngineError, Result};
-use crate::matmul::PackedLinear;
+use crate::matmul::{PackedLinear, WeightFormat};
 use crate::stack::{Stack, linear, read_param};
 
 /// The NAR model on the native engine.
@@ -47,6 +47,19 @@ impl NativeNar {
     /// [`EngineError::Model`] when `config` does not describe `model` or the stack is causal;
     /// [`EngineError::Parameter`] when a tensor cannot be read as f32.
     pub fn from_burn(model: &NarModel, config: &NarConfig) -> Result<Self> {
+        Self::from_burn_with(model, config, WeightFormat::F32)
+    }
+
+    /// [`from_burn`](Self::from_burn) with the linear weights (the transformer layers' and
+    /// the heads') stored as `weights`; embeddings, norms and biases stay f32.
+    ///
+    /// # Errors
+    /// As [`from_burn`](Self::from_burn).
+    pub fn from_burn_with(
+        model: &NarModel,
+        config: &NarConfig,
+        weights: WeightFormat,
+    ) -> Result<Self> {
         let t = &model.transformer;
         let tc = &config.transformer;
         if (t.d_model(), t.n_heads(), t.n_layers(), t.max_seq_len())
@@ -81,7 +94,7 @@ impl NativeNar {
             .heads
             .iter()
             .enumerate()
-            .map(|(j, h)| linear(h, &format!("heads.{j}")))
+            .map(|(j, h)| Ok(linear(h, &format!("heads.{j}"))?.into_format(weights)))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self {
             d: t.d_model(),
@@ -91,7 +104,7 @@ impl NativeNar {
             code_embeddings,
             stage_embedding: read_param(&model.stage_embedding.weight, "stage_embedding")?,
             sep: read_param(&model.sep, "sep")?,
-            stack: Stack::from_burn(t, tc)?,
+            stack: Stack::from_burn(t, tc)?.into_format(weights),
             heads,
         })
     }
@@ -102,11 +115,24 @@ impl NativeNar {
     /// # Errors
     /// [`EngineError::Load`] naming the directory; as [`from_burn`](Self::from_burn).
     pub fn load(dir: &Path) -> Result<Self> {
+        Self::load_with(dir, WeightFormat::F32)
+    }
+
+    /// [`load`](Self::load) with the linear weights stored as `weights`.
+    ///
+    /// # Errors
+    /// As [`load`](Self::load).
+    pub fn load_with(dir: &Path, weights: WeightFormat) -> Result<Self> {
         let (config, model) = load_nar(dir, &Device::flex()).map_err(|e| EngineError::Load {
             path: dir.display().to_string(),
             detail: e.to_string(),
         })?;
-        Self::from_burn(&model, &config)
+        Self::from_burn_with(&model, &config, weights)
+    }
+
+    /// How the linear weights are stored.
+    pub fn weight_format(&self) -> WeightFormat {
+        self.stack.format()
     }
 
     /// RVQ layers (the model predicts layers `1..n_q`).

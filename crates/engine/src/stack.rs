@@ -18,7 +18,7 @@ use voxspec_nn::{MlpKind, Norm, Positions, Transformer, TransformerConfig};
 use crate::attention::{HeadLayout, attend};
 use crate::cache::{NativeCache, ensure};
 use crate::error::{EngineError, Result};
-use crate::matmul::PackedLinear;
+use crate::matmul::{PackedLinear, WeightFormat};
 use crate::ops::{NormWeights, RopeTables, gelu, swiglu};
 
 #[derive(Debug, Clone)]
@@ -40,6 +40,16 @@ pub(crate) struct Layer {
     gate_up: PackedLinear,
     /// `d_ff → d`.
     down: PackedLinear,
+}
+
+impl Layer {
+    /// Weights and biases of the linear layers.
+    pub(crate) fn num_params(&self) -> usize {
+        self.qkv.num_params()
+            + self.out.num_params()
+            + self.gate_up.num_params()
+            + self.down.num_params()
+    }
 }
 
 /// A transformer stack on the engine.
@@ -107,6 +117,30 @@ impl Stack {
             layers,
             norm: norm(&t.norm, eps, "transformer.norm")?,
         })
+    }
+
+    /// The stack with its linear weights stored as `format` (norms and position tables stay
+    /// f32).
+    pub(crate) fn into_format(mut self, format: WeightFormat) -> Self {
+        self.layers = self
+            .layers
+            .into_iter()
+            .map(|l| Layer {
+                qkv: l.qkv.into_format(format),
+                out: l.out.into_format(format),
+                gate_up: l.gate_up.into_format(format),
+                down: l.down.into_format(format),
+                ..l
+            })
+            .collect();
+        self
+    }
+
+    /// How the linear weights are stored.
+    pub(crate) fn format(&self) -> WeightFormat {
+        self.layers
+            .first()
+            .map_or(WeightFormat::F32, |l| l.qkv.format())
     }
 
     /// Bytes of the linear weights one pass reads.

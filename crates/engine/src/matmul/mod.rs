@@ -22,11 +22,19 @@
 //! Kernels are chosen at run time ([`Kernel::detect`]): AVX-512F (8 rows × 2 zmm), AVX2 + FMA
 //! (3 rows × 4 ymm), and a portable one the compiler vectorises; each is tested against the
 //! portable one.
+//!
+//! Weights are stored in f32 or bf16 ([`WeightFormat`]; the [`bf16`] module): bf16 halves the
+//! bytes a product reads, its kernels widen the weights to f32 in registers.
 
+pub mod bf16;
+
+use std::fmt;
+use std::str::FromStr;
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
+use self::bf16::Bf16Row;
 use crate::error::{EngineError, Result};
 
 /// Columns per packed panel.
@@ -282,14 +290,71 @@ unsafe impl Send for OutPtr {}
 // SAFETY: as above.
 unsafe impl Sync for OutPtr {}
 
+/// How the weights of the engine's linear layers are stored. Biases, norms and embedding
+/// tables stay f32 in either.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum WeightFormat {
+    /// 4 bytes per weight, as trained.
+    #[default]
+    F32,
+    /// 2 bytes per weight: bfloat16, rounded to nearest even at load; the products widen
+    /// them to f32 and accumulate in f32.
+    Bf16,
+}
+
+impl WeightFormat {
+    /// Every format, f32 first.
+    pub const ALL: [WeightFormat; 2] = [WeightFormat::F32, WeightFormat::Bf16];
+
+    /// Bytes per stored weight.
+    pub fn bytes_per_weight(self) -> usize {
+        match self {
+            WeightFormat::F32 => 4,
+            WeightFormat::Bf16 => 2,
+        }
+    }
+
+    /// The lower-case name (`f32`, `bf16`), as [`FromStr`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightFormat::F32 => "f32",
+            WeightFormat::Bf16 => "bf16",
+        }
+    }
+}
+
+impl fmt::Display for WeightFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for WeightFormat {
+    type Err = EngineError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        WeightFormat::ALL
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| EngineError::UnknownWeightFormat { name: s.into() })
+    }
+}
+
+/// Packed weights, `[panels][K][NR]` either way, the last panel zero-padded.
+#[derive(Debug, Clone)]
+enum PackedWeights {
+    F32(Vec<f32>),
+    /// One [`Bf16Row`] (a cache line) per panel row.
+    Bf16(Vec<Bf16Row>),
+}
+
 /// A linear layer `[K] → [N]` with its weight packed in column panels (see the module doc).
 #[derive(Debug, Clone)]
 pub struct PackedLinear {
     k: usize,
     n: usize,
     panels: usize,
-    /// `[panels][K][NR]`, the last panel zero-padded.
-    w: Vec<f32>,
+    w: PackedWeights,
     /// `[N]`.
     bias: Option<Vec<f32>>,
 }
@@ -329,9 +394,32 @@ impl PackedLinear {
             k,
             n,
             panels,
-            w,
+            w: PackedWeights::F32(w),
             bias,
         })
+    }
+
+    /// How the weight is stored.
+    pub fn format(&self) -> WeightFormat {
+        match self.w {
+            PackedWeights::F32(_) => WeightFormat::F32,
+            PackedWeights::Bf16(_) => WeightFormat::Bf16,
+        }
+    }
+
+    /// The layer with its weight stored as `format` (the bias stays f32). f32 → bf16 rounds
+    /// each weight to nearest even; bf16 → f32 is exact (the rounded values).
+    pub fn into_format(self, format: WeightFormat) -> Self {
+        let w = match (self.w, format) {
+            (PackedWeights::F32(w), WeightFormat::Bf16) => {
+                PackedWeights::Bf16(w.chunks_exact(NR).map(bf16::pack_row).collect())
+            }
+            (PackedWeights::Bf16(w), WeightFormat::F32) => {
+                PackedWeights::F32(w.iter().flat_map(bf16::unpack_row).collect())
+            }
+            (w, _) => w,
+        };
+        Self { w, ..self }
     }
 
     /// Input width K.
@@ -344,9 +432,15 @@ impl PackedLinear {
         self.n
     }
 
-    /// Bytes of weights read per product.
+    /// Weights and biases.
+    pub fn num_params(&self) -> usize {
+        self.k * self.n + self.bias.as_ref().map_or(0, Vec::len)
+    }
+
+    /// Bytes of weights read per product (the weight in its format, the f32 bias).
     pub fn weight_bytes(&self) -> usize {
-        4 * (self.k * self.n + self.bias.as_ref().map_or(0, Vec::len))
+        self.format().bytes_per_weight() * self.k * self.n
+            + 4 * self.bias.as_ref().map_or(0, Vec::len)
     }
 
     /// `y = x · W + b` with the best kernel of this CPU.
@@ -411,7 +505,6 @@ impl PackedLinear {
     /// # Safety
     /// `y` must point to `m · N` writable floats that no other thread writes in these columns.
     unsafe fn panel(&self, kernel: Kernel, p: usize, x: &[f32], m: usize, y: OutPtr) {
-        let w = &self.w[p * self.k * NR..(p + 1) * self.k * NR];
         let col0 = p * NR;
         let cols = NR.min(self.n - col0);
         let bias = self.bias.as_ref().map(|b| &b[col0..col0 + cols]);
@@ -420,7 +513,17 @@ impl PackedLinear {
         let mut r0 = 0;
         while r0 < m {
             let rows = mr.min(m - r0);
-            kernel.run(rows, &x[r0 * self.k..], self.k, w, &mut acc);
+            let x = &x[r0 * self.k..];
+            match &self.w {
+                PackedWeights::F32(w) => {
+                    let w = &w[p * self.k * NR..(p + 1) * self.k * NR];
+                    kernel.run(rows, x, self.k, w, &mut acc);
+                }
+                PackedWeights::Bf16(w) => {
+                    let w = &w[p * self.k..(p + 1) * self.k];
+                    kernel.run_bf16(rows, x, self.k, w, &mut acc);
+                }
+            }
             for (r, acc_r) in acc.iter().take(rows).enumerate() {
                 // SAFETY: row r0 + r < m, columns col0 .. col0 + cols < N (see the caller).
                 let dst = unsafe {
@@ -441,10 +544,10 @@ impl PackedLinear {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn values(len: usize, seed: u32) -> Vec<f32> {
+    pub(super) fn values(len: usize, seed: u32) -> Vec<f32> {
         // A small LCG: deterministic, no dependency.
         let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
         (0..len)
@@ -455,7 +558,14 @@ mod tests {
             .collect()
     }
 
-    fn naive(x: &[f32], w: &[f32], b: Option<&[f32]>, m: usize, k: usize, n: usize) -> Vec<f32> {
+    pub(super) fn naive(
+        x: &[f32],
+        w: &[f32],
+        b: Option<&[f32]>,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Vec<f32> {
         let mut y = vec![0.0f64; m * n];
         for r in 0..m {
             for kk in 0..k {
@@ -472,7 +582,7 @@ mod tests {
         y.into_iter().map(|v| v as f32).collect()
     }
 
-    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    pub(super) fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         a.iter()
             .zip(b)
             .map(|(x, y)| (x - y).abs())
