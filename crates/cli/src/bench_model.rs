@@ -9,8 +9,10 @@
 //! - `forward` measures, on the MTP model with a KV cache, the time of one `extend` of `k` new
 //!   tokens relative to `k = 1`, for `k = 1..=max_k`: speculative and multi-token decoding only
 //!   pay if this stays far below `k`. `--engine burn,native` times Burn and the native engine
-//!   in one run; each step is also given as a multiple of the bandwidth floor (the step's f32
-//!   weights read at the machine's measured read bandwidth).
+//!   in one run, `--weights f32,bf16` the native engine over f32 and bf16 weights; each step is
+//!   also given as a multiple of the bandwidth floor (the weights the step actually reads — f32
+//!   for Burn, the chosen format for the native engine — at the machine's measured read
+//!   bandwidth). `--preset` measures a random model of a training preset.
 
 use std::path::PathBuf;
 
@@ -18,11 +20,13 @@ use anyhow::Context;
 use burn::module::Module;
 use clap::Args;
 use serde::Serialize;
-use voxspec_engine::NativeMtp;
+use voxspec_engine::{NativeMtp, WeightFormat};
 use voxspec_mtp::{MtpConfig, forward_costs, load_mtp};
 use voxspec_nn::TransformerConfig;
 use voxspec_train::ThroughputConfig;
 use voxspec_tts::EngineKind;
+
+use crate::train_lm::{LmPreset, mtp_config};
 
 #[derive(Debug, Args)]
 pub struct TrainBenchArgs {
@@ -102,6 +106,14 @@ pub struct ForwardBenchArgs {
     /// Engines measured one after the other in this run (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "native")]
     engine: Vec<EngineKind>,
+    /// Weight formats of the native engine measured one after the other (comma-separated:
+    /// f32, bf16); Burn always runs f32.
+    #[arg(long, value_delimiter = ',', default_value = "f32")]
+    weights: Vec<WeightFormat>,
+    /// A random model of this training preset (its width, layers, heads and feed-forward
+    /// width; one MTP head) instead of --d-model / --layers.
+    #[arg(long, value_enum, conflicts_with_all = ["model", "d_model", "layers"])]
+    preset: Option<LmPreset>,
     /// Largest block measured.
     #[arg(long, default_value_t = 8)]
     max_k: usize,
@@ -200,12 +212,22 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
 #[derive(Debug, Serialize)]
 struct ForwardPoint {
     engine: EngineKind,
+    /// Weight format (f32 for Burn).
+    weights: String,
     k: usize,
     median_ms: f64,
     cost_relative_to_k1: f64,
     ms_per_token: f64,
-    /// The step's time over the bandwidth floor of its weights.
+    /// The step's time over the bandwidth floor of the weights it reads.
     floor_multiple: f64,
+}
+
+/// The weights one step reads in one format, and the least time to read them.
+#[derive(Debug, Serialize)]
+struct Floor {
+    weights: String,
+    weight_mb: f64,
+    floor_ms: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -217,8 +239,10 @@ struct ForwardReport {
     weight_mb: f64,
     /// Read bandwidth measured with every thread, GB/s.
     bandwidth_gbs: f64,
-    /// `weight_mb` read at `bandwidth_gbs`: the least a step can cost, ms.
+    /// `weight_mb` read at `bandwidth_gbs`: the least an f32 step can cost, ms.
     floor_ms: f64,
+    /// The same per weight format measured.
+    floors: Vec<Floor>,
     results: Vec<ForwardPoint>,
 }
 
@@ -229,15 +253,27 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         !args.engine.is_empty(),
         "--engine needs at least one engine"
     );
+    anyhow::ensure!(
+        !args.weights.is_empty(),
+        "--weights needs at least one format"
+    );
     let device = crate::device::single()?;
     device.seed(0);
-    let (config, model) = match &args.model {
-        Some(dir) => {
+    let (config, model) = match (&args.model, args.preset) {
+        (Some(dir), _) => {
             let (file, model) = load_mtp(dir, &device)
                 .with_context(|| format!("loading the AR model {}", dir.display()))?;
             (file.model, model)
         }
-        None => {
+        (None, Some(preset)) => {
+            let mut config = mtp_config(preset, 16, args.codebook).with_n_heads(1);
+            let t = &mut config.transformer;
+            t.dropout = 0.0;
+            t.max_seq_len = t.max_seq_len.max(args.context + args.max_k + 16);
+            let model = config.init(&device)?;
+            (config, model)
+        }
+        (None, None) => {
             let core = TransformerConfig::new()
                 .with_d_model(args.d_model)
                 .with_n_heads(8)
@@ -251,31 +287,77 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         }
     };
     let aligned = model.is_aligned();
-    let engine = NativeMtp::from_burn(&model, &config)
-        .context("building the native engine from the AR model")?;
     let bandwidth_gbs = voxspec_engine::read_bandwidth_gbs();
-    let floor_ms = engine.weight_bytes() as f64 / (bandwidth_gbs * 1e6);
-    let mut results = Vec::with_capacity(args.max_k * args.engine.len());
-    for &kind in &args.engine {
-        let medians = match kind {
-            EngineKind::Burn => {
-                forward_costs(&model, aligned, args.context, args.max_k, args.repeat)?
+    // The engine in each format measured, and f32 for Burn's floor.
+    let native = NativeMtp::from_burn(&model, &config)
+        .context("building the native engine from the AR model")?;
+    // `--engine native` runs every `--weights` format, `native-bf16` bf16.
+    let native_formats = |kind: EngineKind| match kind {
+        EngineKind::Burn => Vec::new(),
+        EngineKind::Native => args.weights.clone(),
+        EngineKind::NativeBf16 => vec![WeightFormat::Bf16],
+    };
+    let mut engines: Vec<(WeightFormat, NativeMtp)> = Vec::new();
+    let wanted = args.engine.iter().flat_map(|&kind| native_formats(kind));
+    for format in std::iter::once(WeightFormat::F32).chain(wanted) {
+        if engines.iter().all(|(f, _)| *f != format) {
+            engines.push((format, native.clone().into_weight_format(format)));
+        }
+    }
+    drop(native);
+    let floors: Vec<Floor> = engines
+        .iter()
+        .map(|(format, engine)| {
+            let bytes = engine.weight_bytes() as f64;
+            Floor {
+                weights: format.to_string(),
+                weight_mb: bytes / 1e6,
+                floor_ms: bytes / (bandwidth_gbs * 1e6),
             }
-            EngineKind::Native => {
-                forward_costs(&engine, aligned, args.context, args.max_k, args.repeat)?
-            }
-        };
+        })
+        .collect();
+    let floor_of = |format: WeightFormat| {
+        floors
+            .iter()
+            .find(|f| f.weights == format.name())
+            .map_or(f64::NAN, |f| f.floor_ms)
+    };
+    let mut results = Vec::new();
+    let mut push = |kind: EngineKind, format: WeightFormat, medians: Vec<f64>| {
         for (i, &m) in medians.iter().enumerate() {
             results.push(ForwardPoint {
                 engine: kind,
+                weights: format.to_string(),
                 k: i + 1,
                 median_ms: m,
                 cost_relative_to_k1: m / medians[0],
                 ms_per_token: m / (i + 1) as f64,
-                floor_multiple: m / floor_ms,
+                floor_multiple: m / floor_of(format),
             });
         }
+    };
+    for &kind in &args.engine {
+        match kind {
+            EngineKind::Burn => {
+                let medians =
+                    forward_costs(&model, aligned, args.context, args.max_k, args.repeat)?;
+                push(kind, WeightFormat::F32, medians);
+            }
+            EngineKind::Native | EngineKind::NativeBf16 => {
+                for format in native_formats(kind) {
+                    let engine = engines
+                        .iter()
+                        .find(|(f, _)| *f == format)
+                        .map(|(_, e)| e)
+                        .context("an engine for every format")?;
+                    let medians =
+                        forward_costs(engine, aligned, args.context, args.max_k, args.repeat)?;
+                    push(kind, format, medians);
+                }
+            }
+        }
     }
+    let f32_floor = &floors[0];
     let t = &config.transformer;
     let report = ForwardReport {
         benchmark: "forward",
@@ -283,32 +365,44 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             "model": args.model, "layers": t.n_layers, "d_model": t.d_model,
             "d_ff": t.d_ff, "codebook": config.codebook_size, "aligned": aligned,
             "context": args.context, "repeat": args.repeat, "device": format!("{device:?}"),
-            "threads": rayon::current_num_threads(),
+            "threads": rayon::current_num_threads(), "preset": args.preset,
+            "n_heads": t.n_heads,
         }),
         parameters: model.num_params(),
-        weight_mb: engine.weight_bytes() as f64 / 1e6,
+        weight_mb: f32_floor.weight_mb,
         bandwidth_gbs,
-        floor_ms,
+        floor_ms: f32_floor.floor_ms,
         results,
+        floors,
     };
     write_report(&args.out, &report)?;
     println!(
-        "{} parameters, {:.1} MB of f32 weights per step, {} cached positions; read bandwidth \
-         {:.1} GB/s ({} threads): floor {:.3} ms per step",
+        "{} parameters, {} cached positions; read bandwidth {:.1} GB/s ({} threads)",
         report.parameters,
-        report.weight_mb,
         args.context,
         bandwidth_gbs,
         rayon::current_num_threads(),
-        floor_ms
     );
+    for f in &report.floors {
+        println!(
+            "{} weights: {:.1} MB per step, floor {:.3} ms",
+            f.weights, f.weight_mb, f.floor_ms
+        );
+    }
     println!(
-        "| engine | k | ms | cost(k)/cost(1) | ms/token | x floor |\n|---|---|---|---|---|---|"
+        "| engine | weights | k | ms | cost(k)/cost(1) | ms/token | x floor |\n\
+         |---|---|---|---|---|---|---|"
     );
     for p in &report.results {
         println!(
-            "| {:?} | {} | {:.3} | {:.2} | {:.3} | {:.2} |",
-            p.engine, p.k, p.median_ms, p.cost_relative_to_k1, p.ms_per_token, p.floor_multiple
+            "| {:?} | {} | {} | {:.3} | {:.2} | {:.3} | {:.2} |",
+            p.engine,
+            p.weights,
+            p.k,
+            p.median_ms,
+            p.cost_relative_to_k1,
+            p.ms_per_token,
+            p.floor_multiple
         );
     }
     Ok(())

@@ -33,8 +33,8 @@ pub struct ModelArgs {
     /// [default: <EXP>/transitions.safetensors].
     #[arg(long, value_name = "FILE")]
     pub transitions: Option<PathBuf>,
-    /// Implementation that runs the AR model and the draft: the native CPU engine, or Burn on
-    /// --device (use `burn` on a GPU).
+    /// Implementation that runs the AR model and the draft: the native CPU engine (f32 or bf16
+    /// weights), or Burn on --device (use `burn` on a GPU).
     #[arg(long, value_enum, default_value_t = EngineKind::Native)]
     pub engine: EngineKind,
 }

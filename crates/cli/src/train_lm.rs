@@ -301,7 +301,7 @@ fn head_weights(weights: &[f32], heads: usize) -> anyhow::Result<Vec<f32>> {
     Ok(weights.to_vec())
 }
 
-fn mtp_config(preset: LmPreset, text_vocab: usize, codebook: usize) -> MtpConfig {
+pub(crate) fn mtp_config(preset: LmPreset, text_vocab: usize, codebook: usize) -> MtpConfig {
     match preset {
         LmPreset::Tiny => MtpConfig::tiny(text_vocab, codebook),
         LmPreset::Small => MtpConfig::small(text_vocab, codebook),

@@ -127,6 +127,52 @@ fn model_benchmarks_write_their_reports() {
     assert_eq!(results.len(), 3);
     assert_eq!(results[0]["cost_relative_to_k1"], 1.0);
 
+    // A preset's random model, the native engine over f32 and bf16 weights in one run.
+    let o = voxspec(&[
+        "bench",
+        "forward",
+        "--preset",
+        "tiny",
+        "--engine",
+        "native,native-bf16",
+        "--weights",
+        "bf16,f32",
+        "--max-k",
+        "2",
+        "--codebook",
+        "16",
+        "--context",
+        "20",
+        "--repeat",
+        "2",
+        "--out",
+        path(&fwd),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&fwd).expect("report")).expect("json");
+    assert_eq!(report["config"]["d_model"], 32, "the tiny preset");
+    let weights: Vec<&str> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["weights"].as_str().expect("weights"))
+        .collect();
+    assert_eq!(weights, ["bf16", "bf16", "f32", "f32", "bf16", "bf16"]);
+    let floors = report["floors"].as_array().expect("floors");
+    assert_eq!(floors[0]["weights"], "f32");
+    assert_eq!(floors[1]["weights"], "bf16");
+    let mb = |i: usize| floors[i]["weight_mb"].as_f64().expect("weight_mb");
+    assert!(
+        mb(1) < 0.51 * mb(0),
+        "bf16 reads half the bytes: {} of {}",
+        mb(1),
+        mb(0)
+    );
+    let bad = voxspec(&["bench", "forward", "--weights", "f16", "--out", path(&fwd)]);
+    assert!(!bad.status.success());
+    assert!(text(&bad).contains("f16"), "{}", text(&bad));
+
     let train = dir.path().join("train.json");
     let small = [
         "--layers",

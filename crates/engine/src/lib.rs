@@ -57,6 +57,54 @@
 //! The base model's one-token step reads 810 MB of f32 weights in 30.4 ms: 26.6 GB/s, 1.05x the
 //! ≈ 29 ms floor at 28 GB/s. The small model lives in L3; its larger k cost is arithmetic and
 //! attention on one core.
+//!
+//! ## f32 and bf16 weights
+//!
+//! One run per preset, random weights, 200 cached positions, ms per step (median of 30):
+//! `voxspec bench forward --preset base --engine burn,native --weights f32,bf16 --max-k 8`, and
+//! the same with `--preset small`. The machine was heavily shared during this run (load average
+//! ≈ 6 on the 2 cores: three other builds), so everything is slower than in the table above
+//! (native f32 base 46.6 against 30.4 ms) and the bandwidth the benchmark measured at its start
+//! was 18.0 GB/s (base run) and 16.0 GB/s (small run), not 28; "x floor" is the k = 1 step over
+//! the weights actually read (bf16: half the bytes) at that bandwidth.
+//!
+//! | preset | engine | weights | k = 1 | k = 2 | k = 4 | k = 8 | cost(8)/cost(1) | k = 1 x floor |
+//! |---|---|---|---|---|---|---|---|---|
+//! | base (d 1024, 12 layers, 16 heads, 203 M; 810 / 405 MB per step) | Burn | f32 | 81.1 | 138.6 | 152.7 | 216.1 | 2.67 | 1.81 |
+//! | | native | f32 | 46.6 | 52.0 | 53.4 | 69.2 | 1.48 | 1.04 |
+//! | | native | bf16 | 29.2 | 29.2 | 35.3 | 58.2 | 1.99 | 1.30 |
+//! | | **bf16 speed-up** | | **1.60x** | **1.78x** | **1.51x** | **1.19x** | | |
+//! | small (d 256, 4 layers, 4.7 M; 17.8 / 8.9 MB) | Burn | f32 | 1.575 | 2.569 | 2.492 | 3.829 | 2.43 | 1.41 |
+//! | | native | f32 | 1.087 | 1.207 | 1.418 | 2.000 | 1.84 | 0.97 |
+//! | | native | bf16 | 0.351 | 0.385 | 0.602 | 1.158 | 3.30 | 0.63 |
+//! | | **bf16 speed-up** | | **3.10x** | **3.14x** | **2.36x** | **1.73x** | | |
+//!
+//! Interleaving the formats in one run to share the noise (`--preset base --engine native
+//! --weights f32,bf16,f32,bf16,f32,bf16 --max-k 1 --repeat 50`): f32 49.5, 49.8, 45.4 ms, bf16
+//! 30.8, 27.3, 28.2 ms, 1.68x on the sums. So under this load bf16 gives 1.6–1.8x per
+//! one-token step of the base preset, short of the 2x the bytes allow: bf16 reads its weights
+//! at ≈ 14 GB/s where f32 reaches ≈ 17, and a step has costs that do not shrink (the f32 KV
+//! cache, ≈ 20 MB per step at 200 positions; 49 products that each wake the second thread,
+//! which waits for a core on a loaded machine). Larger k becomes arithmetic-bound, where
+//! widening bf16 costs about as much as f32 loads (k = 8: 1.19x). The small preset gains more
+//! than 2x because its bf16 weights (8.9 MB) stay in L3 while its f32 weights (17.8 MB) share
+//! it with the other jobs.
+//!
+//! On the main job's trained aligned AR model (`exp/m1/ar_aligned`, 6.7 M, 20.7 / 10.4 MB per
+//! step; `voxspec bench forward --model … --engine native --weights f32,bf16`, load ≈ 4): f32
+//! 0.645 / 0.818 / 0.979 / 1.341 ms at k = 1 / 2 / 4 / 8, bf16 0.326 / 0.353 / 0.586 / 1.151
+//! (1.98x at k = 1). Accuracy there (`examples/bf16_check.rs`, 40 random sentences): max
+//! |Δlogit| 2.6e-2; greedy AR 40 of 40 sequences equal (5568 tokens), MTP(4) 37 of 40; on the
+//! plain phone model (`exp/m1/ar_plain_phone`) AR 35 of 40 and MTP(4) 36 of 40 equal, the
+//! others equal up to a flipped near-tie (10142 of 10973 AR tokens before the first difference).
+//!
+//! The bf16 kernels widen the weights in registers and keep f32 activations. The
+//! AVX512-BF16 dot product (`_mm512_dpbf16_ps`, stable in Rust 1.89+, present on this CPU) was
+//! measured against them on one thread (`examples/dpbf16.rs`, its own K-pair layout): in L3 it
+//! is 1.8–1.9x faster at M = 4 and 8 (256 × 1024: 11 against 20 µs, 21 against 39), from
+//! memory at M = 1 the two are within the noise, and it rounds the activations too (error
+//! relative to Σ|x·w| 2.9e-4 against 2.0e-4). The decode step is bandwidth-bound at small k, so
+//! the widening kernels ship; VDPBF16PS is the way to cheaper large-k (verification) steps.
 
 pub mod attention;
 pub mod bandwidth;

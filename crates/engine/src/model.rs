@@ -160,6 +160,24 @@ impl NativeMtp {
         self.stack.format()
     }
 
+    /// The engine with its linear weights (transformer layers and MTP heads) stored as
+    /// `format`. f32 → bf16 rounds to nearest even; bf16 → f32 keeps the rounded values.
+    pub fn into_weight_format(self, format: WeightFormat) -> Self {
+        let heads = self
+            .heads
+            .into_iter()
+            .map(|h| Head {
+                residual: h.residual.map(|r| r.into_format(format)),
+                out: h.out.into_format(format),
+            })
+            .collect();
+        Self {
+            stack: self.stack.into_format(format),
+            heads,
+            ..self
+        }
+    }
+
     /// The Burn model the engine was built from.
     pub fn burn(&self) -> &MtpModel {
         &self.burn

@@ -135,6 +135,19 @@ impl NativeNar {
         self.stack.format()
     }
 
+    /// The engine with its linear weights (transformer layers and heads) stored as `format`.
+    pub fn into_weight_format(self, format: WeightFormat) -> Self {
+        Self {
+            stack: self.stack.into_format(format),
+            heads: self
+                .heads
+                .into_iter()
+                .map(|h| h.into_format(format))
+                .collect(),
+            ..self
+        }
+    }
+
     /// RVQ layers (the model predicts layers `1..n_q`).
     pub fn n_q(&self) -> usize {
         self.n_q

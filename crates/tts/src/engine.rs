@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde::Serialize;
-use voxspec_engine::{EngineError, NativeCache, NativeMtp};
+use voxspec_engine::{EngineError, NativeCache, NativeMtp, WeightFormat};
 use voxspec_infer::{InferError, LanguageModel, Logits, LogitsRequest};
 use voxspec_mtp::{MtpCache, MtpConfig, MtpModel, TtsPrompt};
 
@@ -19,6 +19,21 @@ pub enum EngineKind {
     /// voxspec-engine: native f32 kernels on the CPU.
     #[default]
     Native,
+    /// voxspec-engine with bf16 linear weights (half the bytes per step; f32 arithmetic).
+    #[serde(rename = "native-bf16")]
+    #[cfg_attr(feature = "clap", value(name = "native-bf16"))]
+    NativeBf16,
+}
+
+impl EngineKind {
+    /// The native engine's weight format (`None` for Burn).
+    pub fn weight_format(self) -> Option<WeightFormat> {
+        match self {
+            EngineKind::Burn => None,
+            EngineKind::Native => Some(WeightFormat::F32),
+            EngineKind::NativeBf16 => Some(WeightFormat::Bf16),
+        }
+    }
 }
 
 /// The AR model behind `--engine`: decoders drive either implementation through one type.
@@ -53,9 +68,11 @@ impl ArEngine {
         model: &MtpModel,
         config: &MtpConfig,
     ) -> Result<Self, EngineError> {
-        Ok(match kind {
-            EngineKind::Burn => ArEngine::Burn(model.clone()),
-            EngineKind::Native => ArEngine::Native(Arc::new(NativeMtp::from_burn(model, config)?)),
+        Ok(match kind.weight_format() {
+            None => ArEngine::Burn(model.clone()),
+            Some(format) => {
+                ArEngine::Native(Arc::new(NativeMtp::from_burn_with(model, config, format)?))
+            }
         })
     }
 }

@@ -96,8 +96,8 @@ pub struct Pipeline {
     pub lm: ArEngine,
     /// The NAR model (code layers 2..N).
     pub nar: NarModel,
-    /// The NAR model on the native engine (with [`EngineKind::Native`]): what fills the code
-    /// layers then.
+    /// The NAR model on the native engine (with [`EngineKind::Native`] or
+    /// [`EngineKind::NativeBf16`]): what fills the code layers then.
     pub nar_engine: Option<NativeNar>,
     /// The codec whose decoder turns codes into a waveform.
     pub codec: SpeechTokenizer,
@@ -157,11 +157,14 @@ impl Pipeline {
             .map_err(TtsError::load("the AR model's tokenizer", &tok_path))?;
         let (nar_config, nar) =
             load_nar(&paths.nar, device).map_err(TtsError::load("the NAR model", &paths.nar))?;
-        let nar_engine = match paths.engine {
-            EngineKind::Native => Some(NativeNar::from_burn(&nar, &nar_config).map_err(
-                TtsError::load("the NAR model onto the native engine", &paths.nar),
-            )?),
-            EngineKind::Burn => None,
+        let nar_engine = match paths.engine.weight_format() {
+            Some(format) => Some(
+                NativeNar::from_burn_with(&nar, &nar_config, format).map_err(TtsError::load(
+                    "the NAR model onto the native engine",
+                    &paths.nar,
+                ))?,
+            ),
+            None => None,
         };
         let (codec_config, codec) =
             load_codec(&paths.codec, device).map_err(TtsError::load("the codec", &paths.codec))?;

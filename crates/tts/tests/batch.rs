@@ -1,5 +1,6 @@
 //! A batch gives every utterance the codes and audio it gets alone (each request keeps its own
-//! seed; ragged lengths), for AR, MTP and self-speculation, on both engines.
+//! seed; ragged lengths), for AR, MTP and self-speculation, on every engine (Burn, native with
+//! f32 and with bf16 weights).
 
 use std::path::Path;
 
@@ -21,7 +22,7 @@ fn a_batch_equals_its_requests_alone() {
         ("The cat sat on the mat.", 11),
         ("A longer sentence with rather more words in it.", 5),
     ];
-    for engine in [EngineKind::Native, EngineKind::Burn] {
+    for engine in [EngineKind::Native, EngineKind::NativeBf16, EngineKind::Burn] {
         paths.engine = engine;
         let pipeline = Pipeline::load(&paths, &device).unwrap();
         let items: Vec<SpeechItem> = sentences
