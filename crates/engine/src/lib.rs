@@ -82,11 +82,14 @@
 //! Interleaving the formats in one run to share the noise (`--preset base --engine native
 //! --weights f32,bf16,f32,bf16,f32,bf16 --max-k 1 --repeat 50`): f32 49.5, 49.8, 45.4 ms, bf16
 //! 30.8, 27.3, 28.2 ms, 1.68x on the sums. So under this load bf16 gives 1.6–1.8x per
-//! one-token step of the base preset, short of the 2x the bytes allow: bf16 reads its weights
-//! at ≈ 14 GB/s where f32 reaches ≈ 17, and a step has costs that do not shrink (the f32 KV
-//! cache, ≈ 20 MB per step at 200 positions; 49 products that each wake the second thread,
-//! which waits for a core on a loaded machine). Larger k becomes arithmetic-bound, where
-//! widening bf16 costs about as much as f32 loads (k = 8: 1.19x). The small preset gains more
+//! one-token step of the base preset, short of the 2x the bytes allow. The products alone show
+//! the same: one-row 1024² products cycled from memory (56 matrices, best of 40) take 128 µs for
+//! 2 MB of bf16 (16.4 GB/s) against 227 µs for 4 MB of f32 (18.5 GB/s), 1.77x; unrolling the
+//! one-row bf16 kernel over K (independent accumulators) changed nothing, so the limit is the
+//! memory side, not the widening. A step also has costs that do not shrink (the f32 KV cache,
+//! ≈ 20 MB per step at 200 positions; 49 products that each wake the second thread, which
+//! waits for a core on a loaded machine). Larger k becomes arithmetic-bound, where the widening
+//! FMAs cost as much as f32's (k = 8: 1.19x). The small preset gains more
 //! than 2x because its bf16 weights (8.9 MB) stay in L3 while its f32 weights (17.8 MB) share
 //! it with the other jobs.
 //!
