@@ -94,7 +94,7 @@ impl Kernel {
     }
 
     /// Rows the micro-kernel holds in registers.
-    fn max_rows(self) -> usize {
+    pub(crate) fn max_rows(self) -> usize {
         match self {
             Kernel::Avx512 => 8,
             Kernel::Avx2 => 3,
@@ -103,7 +103,14 @@ impl Kernel {
     }
 
     /// `out[r] = Σ_k x[r·k_len + k] · w[k·NR ..][..NR]` for `rows ≤ max_rows()` rows.
-    fn run(self, rows: usize, x: &[f32], k_len: usize, w: &[f32], out: &mut [[f32; NR]]) {
+    pub(crate) fn run(
+        self,
+        rows: usize,
+        x: &[f32],
+        k_len: usize,
+        w: &[f32],
+        out: &mut [[f32; NR]],
+    ) {
         debug_assert!(rows <= self.max_rows() && rows <= out.len());
         debug_assert!(x.len() >= rows * k_len && w.len() >= k_len * NR);
         match self {
