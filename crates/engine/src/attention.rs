@@ -25,6 +25,25 @@ const QUERY_TILE: usize = 16;
 /// Most rows a matmul micro-kernel holds ([`Kernel::max_rows`] of every kernel is at most 8).
 const MAX_TILE_ROWS: usize = 8;
 
+/// `s ← softmax(s · scale)` in place: scaled after the dot products, the row maximum
+/// subtracted, normalised before use (as `voxspec-nn`'s attention computes it).
+#[inline(always)]
+fn softmax_scaled(s: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for sj in s.iter_mut() {
+        *sj *= scale;
+        max = max.max(*sj);
+    }
+    let mut sum = 0.0f32;
+    for sj in s.iter_mut() {
+        *sj = (*sj - max).exp();
+        sum += *sj;
+    }
+    for sj in s.iter_mut() {
+        *sj /= sum;
+    }
+}
+
 /// One head of [`attend`]: `new` queries (rows of stride `q_stride`) over the keys `kt`
 /// (`[head_dim, capacity]`, transposed) and values `vh` (`[keys, head_dim]`), into `ctx`
 /// `[new, head_dim]`. With the keys transposed the scores of a query are `head_dim` axpys over
@@ -70,20 +89,7 @@ fn attend_head_body(
             }
         }
         for i in 0..rows {
-            let s = &mut scores[i * keys..i * keys + visible(t0 + i)];
-            let mut max = f32::NEG_INFINITY;
-            for sj in s.iter_mut() {
-                *sj *= scale;
-                max = max.max(*sj);
-            }
-            let mut sum = 0.0f32;
-            for sj in s.iter_mut() {
-                *sj = (*sj - max).exp();
-                sum += *sj;
-            }
-            for sj in s.iter_mut() {
-                *sj /= sum;
-            }
+            softmax_scaled(&mut scores[i * keys..i * keys + visible(t0 + i)], scale);
         }
         let ctx = &mut ctx[t0 * hd..(t0 + rows) * hd];
         ctx.fill(0.0);
@@ -258,19 +264,7 @@ fn attend_head_blocked(
         }
     }
     for s in scores.chunks_exact_mut(keys) {
-        let mut max = f32::NEG_INFINITY;
-        for sj in s.iter_mut() {
-            *sj *= scale;
-            max = max.max(*sj);
-        }
-        let mut sum = 0.0f32;
-        for sj in s.iter_mut() {
-            *sj = (*sj - max).exp();
-            sum += *sj;
-        }
-        for sj in s.iter_mut() {
-            *sj /= sum;
-        }
+        softmax_scaled(s, scale);
     }
     let ctx = &mut ctx[..new * hd];
     for r0 in (0..new).step_by(mr) {
