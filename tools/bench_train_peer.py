@@ -8,6 +8,8 @@ compares two measurements taken side by side on the same machine:
     python3 tools/bench_train_peer.py --threads 2 --out peer.json
     voxspec bench train --peer peer.json
 
+On a GPU, `--device cuda` (or `cuda:N`) beside `voxspec --device wgpu:N bench train`.
+
 Model: pre-norm LayerNorm blocks, learned positions, GELU MLP of width 4·d, biases, no dropout,
 tied nothing; AdamW (lr 3e-4) (weight decay 0.01) with global-norm clipping at 1.0; random tokens, seq_len + 1 per row
 (seq_len inputs, seq_len targets). Throughput is
@@ -48,8 +50,8 @@ class Lm(nn.Module):
 
     def forward(self, ids):
         t = ids.shape[1]
-        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
-        x = self.tok(ids) + self.pos(torch.arange(t))
+        mask = torch.triu(torch.full((t, t), float("-inf"), device=ids.device), diagonal=1)
+        x = self.tok(ids) + self.pos(torch.arange(t, device=ids.device))
         for b in self.blocks:
             x = b(x, mask)
         return self.out(self.ln(x))
@@ -66,16 +68,18 @@ def main():
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
     p.add_argument("--out", default="bench-train-peer.json")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
-    model = Lm(a.vocab, a.d_model, a.heads, a.layers, a.seq_len)
+    device = torch.device(a.device)
+    model = Lm(a.vocab, a.d_model, a.heads, a.layers, a.seq_len).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
     loss_fn = nn.CrossEntropyLoss()
     times = []
     for step in range(a.warmup + a.steps):
-        ids = torch.randint(0, a.vocab, (a.batch, a.seq_len + 1))
+        ids = torch.randint(0, a.vocab, (a.batch, a.seq_len + 1), device=device)
         start = time.perf_counter()
         logits = model(ids[:, :-1])
         loss = loss_fn(logits.reshape(-1, a.vocab), ids[:, 1:].reshape(-1))
@@ -83,6 +87,8 @@ def main():
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # kernels run asynchronously
         if step >= a.warmup:
             times.append(time.perf_counter() - start)
     step_s = statistics.median(times)
@@ -94,6 +100,7 @@ def main():
             "mlp": "gelu", "optimizer": "adamw",
         },
         "threads": a.threads,
+        "device": a.device,
         "parameters": sum(p.numel() for p in model.parameters()),
         "median_step_seconds": step_s,
         "tokens_per_second": a.batch * a.seq_len / step_s,

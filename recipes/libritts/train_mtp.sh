@@ -59,8 +59,9 @@ Usage: $0 [options]
   --alignment MODE     AR model aligned: auto (default: when the manifests carry alignments and
                        the tokenizer is phonemic), on, off
   --threads N          worker threads (default: all cores)
-  --device SPEC        cpu (default), cuda, cuda:N, or a list (cuda:0,cuda:1) for data-parallel
-                       AR/NAR training; cuda needs a binary built with --features cuda
+  --device SPEC        cpu (default), wgpu, wgpu:N, cuda, cuda:N, or a list (wgpu:0,wgpu:1) for
+                       data-parallel AR/NAR training; wgpu needs CARGO_FEATURES=gpu, cuda
+                       CARGO_FEATURES=cuda
   --codec DIR          codec model directory for stage 2 (default: checkpoints/codec-minitts
                        when it exists; stages 2-5 need codes)
   --heads N            MTP prediction heads (default 8)
@@ -81,7 +82,7 @@ Environment: LIBRITTS_ROOT=/path/to/LibriTTS selects the real corpus (train-clea
 dev-clean, test-clean; set TRAIN_SUBSETS=train-clean-100,train-clean-360 for more) and the
 paper-scale models (--preset base: 12 layers, width 1024). On GPUs (CARGO_FEATURES is passed
 to the recipe's own cargo build):
-  LIBRITTS_ROOT=/data/LibriTTS CARGO_FEATURES=cuda $0 --device cuda:0 --codec DIR
+  LIBRITTS_ROOT=/data/LibriTTS CARGO_FEATURES=gpu $0 --device wgpu:0 --codec DIR
 with DIR a LibriTTS codec from recipes/libritts/train_codec.sh.
 USAGE
 }

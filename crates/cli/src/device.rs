@@ -1,10 +1,17 @@
 //! `--device`: the Burn devices a command computes on, chosen once for the whole process.
 //!
-//! `cpu` (the default) is Burn's flex backend; `cuda` or `cuda:N` is a CUDA GPU, in binaries
-//! built with the `cuda` feature (`cargo build --release --features cuda`). A comma-separated
-//! list (`cuda:0,cuda:1`) trains data-parallel in `train mtp | nar | ctc`; every other command
-//! computes on one device. Entries may repeat: `cpu,cpu` runs two replicas on the CPU, which
-//! checks the data-parallel path but is no faster.
+//! `cpu` (the default) is Burn's flex backend. `wgpu` or `wgpu:N` is a GPU through Burn's wgpu
+//! backend (Vulkan on Linux and Windows, Metal on macOS; WGSL shaders), in binaries built with
+//! the `gpu` feature (`cargo build --release --features gpu`): `wgpu:N` is the N-th adapter of
+//! [`wgpu_adapters`] (discrete GPUs first, software rasterizers such as Mesa's lavapipe last),
+//! `wgpu` is `wgpu:0`. `cuda` or `cuda:N` is a CUDA GPU, in binaries built with the `cuda`
+//! feature. A comma-separated list (`wgpu:0,wgpu:1`) trains data-parallel in
+//! `train mtp | nar | ctc`; every other command computes on one device. Entries may repeat:
+//! `cpu,cpu` runs two replicas on the CPU, which checks the data-parallel path but is no
+//! faster.
+//!
+//! Each device is started when it is selected ([`select`]), so a missing driver or adapter is
+//! one error naming the device before any work starts, not a panic inside Burn later.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,27 +26,49 @@ pub enum DeviceSpec {
     Cpu,
     /// CUDA GPU number N.
     Cuda(usize),
+    /// Adapter number N of [`wgpu_adapters`], through Burn's wgpu backend.
+    Wgpu(usize),
 }
+
+/// Why `vulkan` is not a device of its own (Burn's `vulkan` feature).
+const NO_VULKAN: &str = "Burn's `vulkan` feature (cubecl's SPIR-V compiler) is not built into \
+    voxspec: it crashed Mesa's lavapipe, the Vulkan driver CI tests on, and it would switch \
+    `wgpu` devices to SPIR-V as well. Use --device wgpu or wgpu:N, which runs on Vulkan \
+    (WGSL shaders compiled by naga) on Linux and Windows";
 
 impl FromStr for DeviceSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let spec = match s.trim() {
-            "cpu" => Self::Cpu,
-            "cuda" => Self::Cuda(0),
-            other => match other.strip_prefix("cuda:") {
-                Some(index) => Self::Cuda(index.parse().map_err(|_| {
-                    format!("{other:?}: the CUDA device number must be a non-negative integer")
-                })?),
-                None => return Err(format!("{other:?}: expected cpu, cuda or cuda:N")),
-            },
+        let s = s.trim();
+        let (name, index) = match s.split_once(':') {
+            Some((name, index)) => {
+                let index = index.parse::<usize>().map_err(|_| {
+                    format!("{s:?}: the device number must be a non-negative integer")
+                })?;
+                (name, Some(index))
+            }
+            None => (s, None),
+        };
+        let spec = match (name, index) {
+            ("cpu", None) => Self::Cpu,
+            ("cuda", index) => Self::Cuda(index.unwrap_or(0)),
+            ("wgpu", index) => Self::Wgpu(index.unwrap_or(0)),
+            ("vulkan", _) => return Err(format!("{s:?}: {NO_VULKAN}")),
+            _ => return Err(format!("{s:?}: expected cpu, wgpu, wgpu:N, cuda or cuda:N")),
         };
         if matches!(spec, Self::Cuda(_)) && !cfg!(feature = "cuda") {
             return Err(format!(
                 "{spec}: this voxspec binary was built without CUDA; rebuild it with \
                  `cargo build --release --features cuda` (the build downloads LLVM; running \
                  needs the CUDA driver and NVRTC), or use --device cpu"
+            ));
+        }
+        if matches!(spec, Self::Wgpu(_)) && !cfg!(feature = "gpu") {
+            return Err(format!(
+                "{spec}: this voxspec binary was built without GPU support; rebuild it with \
+                 `cargo build --release --features gpu` (builds offline; running needs a \
+                 Vulkan, Metal or DX12 driver), or use --device cpu"
             ));
         }
         Ok(spec)
@@ -51,16 +80,21 @@ impl fmt::Display for DeviceSpec {
         match self {
             Self::Cpu => write!(f, "cpu"),
             Self::Cuda(index) => write!(f, "cuda:{index}"),
+            Self::Wgpu(index) => write!(f, "wgpu:{index}"),
         }
     }
 }
 
 impl DeviceSpec {
-    /// The Burn device (without autodiff).
-    pub fn device(self) -> Device {
+    /// The Burn device (without autodiff), started: a wgpu device has run one small kernel.
+    ///
+    /// # Errors
+    /// When no wgpu adapter answers to the spec or it does not start.
+    pub fn device(self) -> anyhow::Result<Device> {
         match self {
-            Self::Cpu => Device::flex(),
-            Self::Cuda(index) => cuda(index),
+            Self::Cpu => Ok(Device::flex()),
+            Self::Cuda(index) => Ok(cuda(index)),
+            Self::Wgpu(index) => wgpu(index),
         }
     }
 }
@@ -76,22 +110,45 @@ fn cuda(index: usize) -> Device {
     unreachable!("cuda:{index} in a build without the `cuda` feature")
 }
 
-static SELECTED: OnceLock<Vec<DeviceSpec>> = OnceLock::new();
+/// A selected device: as written on the command line, and started.
+struct Selected {
+    spec: DeviceSpec,
+    device: Device,
+}
 
-/// Records `--device` (once, from `main`); an empty list means the CPU.
+static SELECTED: OnceLock<Vec<Selected>> = OnceLock::new();
+
+/// Records `--device` (once, from `main`) and starts each device; an empty list means the CPU.
+///
+/// # Errors
+/// When a device does not start (no driver, no such adapter), or on a second call.
 pub fn select(specs: Vec<DeviceSpec>) -> anyhow::Result<()> {
     let specs = if specs.is_empty() {
         vec![DeviceSpec::Cpu]
     } else {
         specs
     };
+    let mut selected: Vec<Selected> = Vec::with_capacity(specs.len());
+    for spec in specs {
+        // A repeated entry is the same device, started once.
+        let device = match selected.iter().find(|s| s.spec == spec) {
+            Some(s) => s.device.clone(),
+            None => spec.device()?,
+        };
+        selected.push(Selected { spec, device });
+    }
     SELECTED
-        .set(specs)
+        .set(selected)
         .map_err(|_| anyhow::anyhow!("the device was already selected"))
 }
 
-fn selected() -> &'static [DeviceSpec] {
-    SELECTED.get().map_or(&[DeviceSpec::Cpu], Vec::as_slice)
+fn selected() -> &'static [Selected] {
+    SELECTED.get_or_init(|| {
+        vec![Selected {
+            spec: DeviceSpec::Cpu,
+            device: Device::flex(),
+        }]
+    })
 }
 
 /// The one device of a command that computes on a single device.
@@ -100,19 +157,19 @@ fn selected() -> &'static [DeviceSpec] {
 /// When `--device` lists several devices.
 pub fn single() -> anyhow::Result<Device> {
     match selected() {
-        [spec] => Ok(spec.device()),
-        specs => anyhow::bail!(
+        [one] => Ok(one.device.clone()),
+        all => anyhow::bail!(
             "--device lists {} devices ({}); only `train mtp`, `train nar` and `train ctc` \
              train on several, every other command takes one",
-            specs.len(),
-            list(specs)
+            all.len(),
+            list(all)
         ),
     }
 }
 
 /// The devices of a data-parallel training run (the first holds the model and the optimizer).
 pub fn training() -> Vec<Device> {
-    selected().iter().map(|spec| spec.device()).collect()
+    selected().iter().map(|s| s.device.clone()).collect()
 }
 
 /// The selected devices as written on the command line.
@@ -120,12 +177,109 @@ pub fn describe() -> String {
     list(selected())
 }
 
-fn list(specs: &[DeviceSpec]) -> String {
-    specs
+fn list(selected: &[Selected]) -> String {
+    selected
         .iter()
-        .map(ToString::to_string)
+        .map(|s| s.spec.to_string())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The wgpu adapters `wgpu:N` indexes, each as a Burn device: those of the graphics API wgpu
+/// settles on (Vulkan where it has an adapter), discrete GPUs first, then integrated, virtual,
+/// and software ones (lavapipe, llvmpipe, WARP) last, each kind in wgpu's order.
+#[cfg(feature = "gpu")]
+pub fn wgpu_adapters() -> Vec<Device> {
+    use burn::tensor::{DeviceKind, DeviceType};
+    let listed = Device::enumerate(DeviceType::Wgpu);
+    let kinds: [fn(usize) -> DeviceKind; 4] = [
+        DeviceKind::DiscreteGpu,
+        DeviceKind::IntegratedGpu,
+        DeviceKind::VirtualGpu,
+        |_| DeviceKind::Cpu,
+    ];
+    let mut ordered = Vec::with_capacity(listed.len());
+    for kind in kinds {
+        // Burn numbers each kind from 0; `Cpu` has no number, so it is listed once.
+        for index in 0..listed.len() {
+            let device = Device::wgpu(kind(index));
+            if !listed.contains(&device) || ordered.contains(&device) {
+                break;
+            }
+            ordered.push(device);
+        }
+    }
+    // An adapter of a kind Burn cannot name (`Other`, e.g. some OpenGL drivers) goes last.
+    for device in listed.iter() {
+        if !ordered.contains(device) {
+            ordered.push(device.clone());
+        }
+    }
+    ordered
+}
+
+/// Starts a wgpu device: opens the adapter and runs one small kernel, so that a driver that is
+/// missing or fails is reported here, as an error, rather than as a panic inside Burn.
+#[cfg(feature = "gpu")]
+fn wgpu(index: usize) -> anyhow::Result<Device> {
+    use burn::tensor::Tensor;
+    let spec = DeviceSpec::Wgpu(index);
+    let adapters = wgpu_adapters();
+    anyhow::ensure!(
+        !adapters.is_empty(),
+        "{spec}: wgpu finds no GPU adapter (no Vulkan, Metal, DX12 or OpenGL driver \
+         answers). Install the GPU's Vulkan driver, or Mesa's software one to run without a \
+         GPU (Debian/Ubuntu: `apt-get install mesa-vulkan-drivers`, and set XDG_RUNTIME_DIR), \
+         or use --device cpu"
+    );
+    let device = adapters.get(index).cloned().ok_or_else(|| {
+        anyhow::anyhow!(
+            "{spec}: wgpu lists {} adapter(s), numbered from 0",
+            adapters.len()
+        )
+    })?;
+    let started = quietly(|| {
+        let name = device.identity().map(|identity| identity.name);
+        let sum = Tensor::<1>::ones([4], &device)
+            .sum()
+            .try_into_scalar::<f32>()
+            .map_err(|e| e.to_string());
+        sum.map(|sum| (name, sum))
+    });
+    let (name, sum) = started
+        .and_then(|result| result)
+        .map_err(|message| anyhow::anyhow!("{spec}: the device did not start: {message}"))?;
+    anyhow::ensure!(sum == 4.0, "{spec}: the device summed four ones to {sum}");
+    tracing::info!(
+        "{spec}: {}",
+        name.as_deref().unwrap_or("an adapter without a name")
+    );
+    Ok(device)
+}
+
+/// Runs `f`, turning a panic into its message (printed by no panic hook).
+#[cfg(feature = "gpu")]
+fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    result.map_err(|payload| {
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
+}
+
+#[cfg(not(feature = "gpu"))]
+fn wgpu(index: usize) -> anyhow::Result<Device> {
+    // `DeviceSpec::from_str` refuses wgpu in this build, so no spec reaches here.
+    anyhow::bail!(
+        "{}: this voxspec binary was built without the `gpu` feature",
+        DeviceSpec::Wgpu(index)
+    )
 }
 
 #[cfg(test)]
@@ -138,6 +292,17 @@ mod tests {
         assert_eq!(DeviceSpec::Cpu.to_string(), "cpu");
         assert!("gpu".parse::<DeviceSpec>().is_err());
         assert!("cuda:x".parse::<DeviceSpec>().is_err());
+        assert!("cpu:0".parse::<DeviceSpec>().is_err());
+        let error = "vulkan:0".parse::<DeviceSpec>().expect_err("not offered");
+        assert!(error.contains("--device wgpu"), "{error}");
+        if cfg!(feature = "gpu") {
+            assert_eq!("wgpu".parse(), Ok(DeviceSpec::Wgpu(0)));
+            assert_eq!("wgpu:2".parse(), Ok(DeviceSpec::Wgpu(2)));
+            assert_eq!(DeviceSpec::Wgpu(1).to_string(), "wgpu:1");
+        } else {
+            let error = "wgpu:0".parse::<DeviceSpec>().expect_err("no gpu feature");
+            assert!(error.contains("--features gpu"), "{error}");
+        }
         if cfg!(feature = "cuda") {
             assert_eq!("cuda".parse(), Ok(DeviceSpec::Cuda(0)));
             assert_eq!("cuda:3".parse(), Ok(DeviceSpec::Cuda(3)));

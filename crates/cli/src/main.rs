@@ -42,9 +42,11 @@ struct Cli {
     /// Worker threads for parallel work (default: all cores).
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
-    /// Device to compute on: cpu, cuda or cuda:N (CUDA needs a build with `--features cuda`).
+    /// Device to compute on: cpu; wgpu:N, the N-th GPU adapter (discrete GPUs first; wgpu =
+    /// wgpu:0) through Vulkan, Metal or DX12 (needs a build with `--features gpu`); cuda or
+    /// cuda:N (`--features cuda`).
     /// `train mtp | nar | ctc` take a comma-separated list to train data-parallel, e.g.
-    /// cuda:0,cuda:1.
+    /// wgpu:0,wgpu:1.
     #[arg(
         long,
         global = true,

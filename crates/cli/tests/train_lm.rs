@@ -320,7 +320,7 @@ fn missing_codes_and_bad_settings_are_named() {
 }
 
 #[test]
-fn device_lists_train_data_parallel_and_cuda_needs_the_feature() {
+fn device_lists_train_data_parallel_and_gpus_need_their_features() {
     let root = tempfile::tempdir().expect("tempdir");
     corpus(root.path());
     let (data, tokens) = (s(&root.path().join("data")), s(&root.path().join("tokens")));
@@ -394,17 +394,22 @@ fn device_lists_train_data_parallel_and_cuda_needs_the_feature() {
         text(&o)
     );
 
+    let o = run(args("tpu", &root.path().join("tpu")));
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("expected cpu, wgpu, wgpu:N, cuda or cuda:N"),
+        "{}",
+        text(&o)
+    );
+    if !cfg!(feature = "gpu") {
+        let o = run(args("wgpu:0", &root.path().join("wgpu")));
+        assert!(!o.status.success());
+        assert!(text(&o).contains("--features gpu"), "{}", text(&o));
+    }
     let o = run(args("cuda:1", &root.path().join("gpu")));
     if cfg!(feature = "cuda") {
         return; // whether it runs depends on the machine's GPUs
     }
     assert!(!o.status.success());
     assert!(text(&o).contains("built without CUDA"), "{}", text(&o));
-    let o = run(args("tpu", &root.path().join("tpu")));
-    assert!(!o.status.success());
-    assert!(
-        text(&o).contains("expected cpu, cuda or cuda:N"),
-        "{}",
-        text(&o)
-    );
 }
