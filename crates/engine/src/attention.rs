@@ -225,26 +225,11 @@ fn attend_head_blocked(
     let kernel = Kernel::detect();
     let mr = kernel.max_rows();
     let keys = new;
-    // kᵀ [hd, keys] → panels [keys / NR][hd][NR], zero-padded.
+    // kᵀ [hd, keys] (row stride `capacity`) and v [keys, hd] as the kernels' weight panels.
     let k_panels = keys.div_ceil(NR);
-    let mut kp = vec![0.0f32; k_panels * hd * NR];
-    for p in 0..k_panels {
-        let cols = NR.min(keys - p * NR);
-        for dd in 0..hd {
-            kp[(p * hd + dd) * NR..(p * hd + dd) * NR + cols]
-                .copy_from_slice(&kt[dd * capacity + p * NR..dd * capacity + p * NR + cols]);
-        }
-    }
-    // v [keys, hd] → panels [hd / NR][keys][NR], zero-padded.
+    let kp = pack_panels(kt, hd, keys, capacity);
     let v_panels = hd.div_ceil(NR);
-    let mut vp = vec![0.0f32; v_panels * keys * NR];
-    for p in 0..v_panels {
-        let cols = NR.min(hd - p * NR);
-        for j in 0..keys {
-            vp[(p * keys + j) * NR..(p * keys + j) * NR + cols]
-                .copy_from_slice(&vh[j * hd + p * NR..j * hd + p * NR + cols]);
-        }
-    }
+    let vp = pack_panels(vh, keys, hd, hd);
     let scores = &mut scores[..new * keys];
     let mut xq = vec![0.0f32; mr * hd];
     let mut acc = [[0.0f32; NR]; MAX_TILE_ROWS];
@@ -284,6 +269,21 @@ fn attend_head_blocked(
             }
         }
     }
+}
+
+/// A `[rows, cols]` matrix (row stride `stride`) in the matmul's panel layout:
+/// `[cols / NR][rows][NR]`, the last panel zero-padded.
+fn pack_panels(src: &[f32], rows: usize, cols: usize, stride: usize) -> Vec<f32> {
+    let panels = cols.div_ceil(NR);
+    let mut packed = vec![0.0f32; panels * rows * NR];
+    for p in 0..panels {
+        let width = NR.min(cols - p * NR);
+        for r in 0..rows {
+            packed[(p * rows + r) * NR..(p * rows + r) * NR + width]
+                .copy_from_slice(&src[r * stride + p * NR..r * stride + p * NR + width]);
+        }
+    }
+    packed
 }
 
 /// The geometry of one layer's cache for one sequence.
