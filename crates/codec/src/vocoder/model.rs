@@ -97,6 +97,19 @@ impl VocosConfig {
             .with_layer_scale_init(0.25)
     }
 
+    /// 16 kHz at 100 frames per second (the mel rate SoCodec's decoder predicts): `n_fft` 640,
+    /// hop 160, window 640, 80 mels, width 192, 4 blocks (about 1.2 M parameters).
+    pub fn hop160() -> Self {
+        Self::new()
+            .with_n_fft(640)
+            .with_hop_length(160)
+            .with_win_length(640)
+            .with_dim(192)
+            .with_intermediate_dim(576)
+            .with_n_layers(4)
+            .with_layer_scale_init(0.25)
+    }
+
     /// Vocos' published 24 kHz (LibriTTS) size: `n_fft` 1024, hop 256, 100 mels, width 512,
     /// 8 blocks.
     pub fn base() -> Self {
