@@ -29,6 +29,7 @@ use voxspec_teacher::FeatureStoreReader;
 use voxspec_train::{TrainObserver, Trainer};
 
 use crate::progress::Bar;
+use crate::socodec_cmd::{CodecKind, is_socodec};
 use crate::train_cmd::read_split;
 use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
 
@@ -43,11 +44,12 @@ pub enum CodecCommand {
     Decode(DecodeArgs),
     Extract(ExtractArgs),
     Eval(crate::codec_eval::EvalArgs),
+    PlotStreams(crate::socodec_cmd::StreamsPlotArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-enum Preset {
+pub(crate) enum Preset {
     /// Width 4, latent 16, 4 × 32 codes, hop 320: for tests and smoke runs.
     Tiny,
     /// Width 16, latent 128, 8 × 256 codes, hop 320 (50 Hz): sized for 2 CPU cores.
@@ -98,22 +100,35 @@ impl Preset {
 pub struct TrainArgs {
     /// Prepared data directory (train.jsonl, optional dev.jsonl).
     #[arg(long, value_name = "DIR")]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
     /// Teacher feature stores (`voxspec teacher extract` output) for semantic distillation.
     #[arg(long, value_name = "DIR")]
-    teacher_features: Option<PathBuf>,
+    pub(crate) teacher_features: Option<PathBuf>,
     /// Run directory.
     #[arg(long, short, value_name = "DIR")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Model size.
     #[arg(long, value_enum, default_value = "small")]
-    preset: Preset,
+    pub(crate) preset: Preset,
     /// Seconds per training segment (rounded down to whole frames).
     #[arg(long, default_value_t = 1.0)]
-    segment: f64,
+    pub(crate) segment: f64,
     /// Train with MPD + MSD discriminators (slower; two phases per step).
     #[arg(long)]
-    adversarial: bool,
+    pub(crate) adversarial: bool,
+    /// Codec family: the SpeechTokenizer-style waveform codec, or SoCodec (teacher features →
+    /// ordered token streams → log-mel; needs --teacher-features and, to make audio, a vocoder).
+    #[arg(long, value_enum, default_value = "speechtokenizer")]
+    pub(crate) kind: crate::socodec_cmd::CodecKind,
+    /// SoCodec: token streams (4 at 120 ms and 8 at 240 ms in the paper).
+    #[arg(long, default_value_t = 4, help_heading = "SoCodec")]
+    pub(crate) streams: usize,
+    /// SoCodec: token frame shift in ms, a multiple of the 20 ms features (40, 120, 240).
+    #[arg(long, default_value_t = 120, help_heading = "SoCodec")]
+    pub(crate) frame_ms: usize,
+    /// SoCodec: quantizer (opq: ordered, with nested dropout; pq: the same without; rq: residual).
+    #[arg(long, value_enum, default_value = "opq", help_heading = "SoCodec")]
+    pub(crate) quantizer: crate::socodec_cmd::QuantizerArg,
     #[command(flatten, next_help_heading = "Training loop")]
     pub(crate) train: LoopArgs,
 }
@@ -128,15 +143,18 @@ pub struct TrainArgs {
 pub struct EncodeArgs {
     /// Codec model directory (`voxspec codec train` output).
     #[arg(long, value_name = "DIR")]
-    codec: PathBuf,
+    pub(crate) codec: PathBuf,
     /// Input audio file.
-    input: PathBuf,
+    pub(crate) input: PathBuf,
     /// Output codes file.
     #[arg(long, short, value_name = "FILE")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// RVQ layers to keep (default: all).
     #[arg(long, value_name = "K")]
-    n_q: Option<usize>,
+    pub(crate) n_q: Option<usize>,
+    /// SoCodec: the CTC teacher whose hidden states the codec reads.
+    #[arg(long, value_name = "DIR", default_value = crate::eval_cmd::DEFAULT_TEACHER)]
+    pub(crate) teacher: PathBuf,
 }
 
 /// Decode a codes file written by `codec encode` back to a WAV file.
@@ -147,16 +165,31 @@ pub struct EncodeArgs {
 pub struct DecodeArgs {
     /// Codec model directory (`voxspec codec train` output).
     #[arg(long, value_name = "DIR")]
-    codec: PathBuf,
+    pub(crate) codec: PathBuf,
     /// Input codes file.
-    input: PathBuf,
+    pub(crate) input: PathBuf,
     /// Output WAV file.
     #[arg(long, short, value_name = "FILE")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Sample format: 16-bit PCM (every WAV reader opens it) or 32-bit float.
     #[arg(long, value_enum, default_value = "pcm16")]
-    format: crate::audio_cmd::FormatArg,
+    pub(crate) format: crate::audio_cmd::FormatArg,
+    /// SoCodec: the recording whose voice (global embedding) the speech gets (≥ 1 s).
+    #[arg(long, value_name = "AUDIO")]
+    pub(crate) reference: Option<PathBuf>,
+    /// SoCodec: decode from the first N streams only (the rest zeroed).
+    #[arg(long, value_name = "N")]
+    pub(crate) streams: Option<usize>,
+    /// SoCodec: the vocoder that renders the log-mel (`voxspec vocoder train` output).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_VOCODER)]
+    pub(crate) vocoder: PathBuf,
+    /// SoCodec: render with Griffin-Lim instead of the vocoder (fallback; buzzy).
+    #[arg(long)]
+    pub(crate) griffin_lim: bool,
 }
+
+/// The vocoder shipped with voxspec (trained on the bundled corpus).
+pub(crate) const DEFAULT_VOCODER: &str = "checkpoints/vocoder-minitts";
 
 /// Write token stores (RVQ codes) for every split of a prepared corpus.
 ///
@@ -171,34 +204,44 @@ pub struct DecodeArgs {
 pub struct ExtractArgs {
     /// Codec model directory (`voxspec codec train` output).
     #[arg(long, value_name = "DIR")]
-    codec: PathBuf,
+    pub(crate) codec: PathBuf,
     /// Prepared data directory (train.jsonl, dev.jsonl, test.jsonl).
     #[arg(long, value_name = "DIR")]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
     /// Output directory of the token shards.
     #[arg(long, short, value_name = "DIR")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// RVQ layers to keep (default: all).
     #[arg(long, value_name = "K")]
-    n_q: Option<usize>,
+    pub(crate) n_q: Option<usize>,
     /// Splits to extract (comma separated; a split without a manifest is skipped).
     #[arg(long, value_delimiter = ',', default_value = "train,dev,test")]
-    splits: Vec<String>,
+    pub(crate) splits: Vec<String>,
     /// Utterances whose audio is read in parallel per batch.
     #[arg(long, default_value_t = 16)]
-    batch: usize,
+    pub(crate) batch: usize,
     /// Utterances per shard flush (frames per shard before a new shard starts).
     #[arg(long, default_value_t = 100_000)]
-    shard_frames: usize,
+    pub(crate) shard_frames: usize,
+    /// SoCodec: teacher feature stores of the splits (`voxspec teacher extract` output).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) teacher_features: Option<PathBuf>,
 }
 
 pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
     match cmd {
+        CodecCommand::Train(args) if args.kind == CodecKind::Socodec => {
+            crate::socodec_cmd::train(args)
+        }
         CodecCommand::Train(args) => train(args),
+        CodecCommand::Encode(args) if is_socodec(&args.codec) => crate::socodec_cmd::encode(args),
         CodecCommand::Encode(args) => encode(args),
+        CodecCommand::Decode(args) if is_socodec(&args.codec) => crate::socodec_cmd::decode(args),
         CodecCommand::Decode(args) => decode(args),
+        CodecCommand::Extract(args) if is_socodec(&args.codec) => crate::socodec_cmd::extract(args),
         CodecCommand::Extract(args) => extract(args),
         CodecCommand::Eval(args) => crate::codec_eval::run(args),
+        CodecCommand::PlotStreams(args) => crate::socodec_cmd::plot_streams(args),
     }
 }
 
@@ -433,7 +476,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
 }
 
 /// The step bar with codec validation lines (losses, no error rate).
-struct CodecBar(StepBar);
+pub(crate) struct CodecBar(pub(crate) StepBar);
 
 impl TrainObserver for CodecBar {
     fn on_step(&mut self, report: &voxspec_train::StepReport) {
@@ -497,17 +540,6 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     let samples = read_audio(&args.input, config.sample_rate)?;
     let codes = encode_wave(&model, &samples, n_q, &device)
         .with_context(|| format!("encoding {}", args.input.display()))?;
-    let bytes: Vec<u8> = codes
-        .data
-        .iter()
-        .flat_map(|&c| i64::from(c).to_le_bytes())
-        .collect();
-    let view = safetensors::tensor::TensorView::new(
-        safetensors::Dtype::I64,
-        vec![codes.n_q, codes.n_frames],
-        &bytes,
-    )
-    .map_err(|e| anyhow::anyhow!("building the codes tensor: {e}"))?;
     let meta = HashMap::from([
         ("format".to_string(), "voxspec-codes".to_string()),
         ("sample_rate".to_string(), config.sample_rate.to_string()),
@@ -519,9 +551,7 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
         ),
         ("samples".to_string(), samples.len().to_string()),
     ]);
-    let file = safetensors::serialize([(CODES_TENSOR, view)], Some(meta))
-        .map_err(|e| anyhow::anyhow!("serialising the codes: {e}"))?;
-    voxspec_data::write_atomic(&args.out, &file)?;
+    write_codes(&args.out, &codes, meta)?;
     println!(
         "{}: {} samples at {} Hz → codes [{}, {}] → {}",
         args.input.display(),
@@ -534,8 +564,33 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes codes `[n_q, frames]` as a safetensors file (one I64 tensor "codes", `meta` as its
+/// metadata, `format=voxspec-codes` added), atomically.
+pub(crate) fn write_codes(
+    path: &Path,
+    codes: &Codes,
+    mut meta: HashMap<String, String>,
+) -> anyhow::Result<()> {
+    let bytes: Vec<u8> = codes
+        .data
+        .iter()
+        .flat_map(|&c| i64::from(c).to_le_bytes())
+        .collect();
+    let view = safetensors::tensor::TensorView::new(
+        safetensors::Dtype::I64,
+        vec![codes.n_q, codes.n_frames],
+        &bytes,
+    )
+    .map_err(|e| anyhow::anyhow!("building the codes tensor: {e}"))?;
+    meta.insert("format".to_string(), "voxspec-codes".to_string());
+    let file = safetensors::serialize([(CODES_TENSOR, view)], Some(meta))
+        .map_err(|e| anyhow::anyhow!("serialising the codes: {e}"))?;
+    voxspec_data::write_atomic(path, &file)?;
+    Ok(())
+}
+
 /// Reads a codes file: the codes `[n_q, frames]` (row-major) and the recorded sample count.
-fn read_codes(path: &Path) -> anyhow::Result<(usize, usize, Vec<i64>, Option<usize>)> {
+pub(crate) fn read_codes(path: &Path) -> anyhow::Result<(usize, usize, Vec<i64>, Option<usize>)> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let st = safetensors::SafeTensors::deserialize(&bytes)
         .map_err(|e| anyhow::anyhow!("{} is not a safetensors codes file: {e}", path.display()))?;

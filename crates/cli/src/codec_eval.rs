@@ -42,29 +42,35 @@ const MCD_DEFINITION: &str = "MFCC-based MCD (not SPTK mcep): orthonormal DCT-II
 pub struct EvalArgs {
     /// Codec model directory (`voxspec codec train` output).
     #[arg(long, value_name = "DIR")]
-    codec: PathBuf,
+    pub(crate) codec: PathBuf,
     /// CTC teacher directory (`voxspec train ctc` output) that transcribes for the CER.
     #[arg(long, value_name = "DIR")]
-    teacher: PathBuf,
+    pub(crate) teacher: PathBuf,
     /// Prepared data directory (`voxspec prepare` output).
     #[arg(long, value_name = "DIR")]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
     /// Split whose manifest <DATA>/<SPLIT>.jsonl is evaluated.
     #[arg(long, default_value = "test")]
-    split: String,
+    pub(crate) split: String,
     /// Evaluate at most this many utterances (the first of the manifest).
     #[arg(long, value_name = "N")]
-    max_utts: Option<usize>,
+    pub(crate) max_utts: Option<usize>,
     /// Where to write the JSON report.
     #[arg(long, short, value_name = "FILE", default_value = "codec-eval.json")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Also write WAVs (<ID>.reference.wav, <ID>.full.wav, <ID>.rvq1.wav, at the codec's
     /// rate) of the first --save-count utterances into this directory.
     #[arg(long, value_name = "DIR")]
-    save_audio: Option<PathBuf>,
+    pub(crate) save_audio: Option<PathBuf>,
     /// Utterances whose audio --save-audio writes.
     #[arg(long, default_value_t = 3)]
-    save_count: usize,
+    pub(crate) save_count: usize,
+    /// SoCodec: the vocoder that renders the log-mel.
+    #[arg(long, value_name = "DIR", default_value = crate::codec_cmd::DEFAULT_VOCODER)]
+    pub(crate) vocoder: PathBuf,
+    /// SoCodec: render with Griffin-Lim instead of the vocoder.
+    #[arg(long)]
+    pub(crate) griffin_lim: bool,
 }
 
 /// Scores of one utterance.
@@ -225,6 +231,9 @@ fn save(dir: &Path, id: &str, r: &Resynthesis) -> anyhow::Result<()> {
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    if crate::socodec_cmd::is_socodec(&args.codec) {
+        return crate::socodec_cmd::eval(&args, &args.vocoder, args.griffin_lim);
+    }
     anyhow::ensure!(args.max_utts != Some(0), "--max-utts must be at least 1");
     let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;

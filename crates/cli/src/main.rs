@@ -17,6 +17,7 @@ mod plots;
 mod prepare;
 mod progress;
 mod serve;
+mod socodec_cmd;
 mod stats;
 mod synth;
 mod teacher_cmd;

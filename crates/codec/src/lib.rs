@@ -6,6 +6,8 @@
 //! - The SpeechTokenizer-style codec ([`speechtokenizer`]): SEANet encoder/decoder with a
 //!   BiLSTM, RVQ, semantic distillation, its losses ([`losses`]) and training task, and a loader
 //!   for the official package's checkpoints.
+//! - The SoCodec-style codec ([`socodec`]): teacher features → ordered token streams (OPQ, PQ
+//!   or RQ) at a long frame shift, a global voice vector, log-mel out; its training task.
 //! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]).
 //! - Quality metrics of a resynthesis ([`metrics`]): an MFCC-based mel-cepstral distortion.
 
@@ -13,6 +15,7 @@ pub mod error;
 pub mod losses;
 pub mod metrics;
 pub mod quant;
+pub mod socodec;
 pub mod speechtokenizer;
 pub mod vocoder;
 
@@ -22,6 +25,9 @@ pub use metrics::{McdConfig, McdScore, MelCepstralDistortion};
 pub use quant::{
     EuclideanCodebook, OrderedProductQuantizer, ProductQuantizer, Quantizer, QuantizerMetrics,
     QuantizerOutput, ResidualVectorQuantizer, VectorQuantizer,
+};
+pub use socodec::{
+    QuantizerKind, SOCODEC_KIND, SoCodec, SoCodecConfig, load_socodec, save_socodec,
 };
 pub use speechtokenizer::{
     CODEC_KIND, CodecOutput, DecodeStream, SpeechTokenizer, SpeechTokenizerConfig, load_codec,

@@ -1,0 +1,244 @@
+//! Host-side use of a trained [`SoCodec`]: features in, stream tokens out; tokens (any prefix
+//! of the streams) and a reference recording in, log-mel out; log-mel to waveform through the
+//! vocoder ([`MelToWave`], Griffin-Lim only as the fallback).
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use voxspec_audio::MelConfig;
+
+use super::{SoCodec, SoCodecConfig};
+use crate::error::{CodecError, VocoderError};
+use crate::vocoder::{GriffinLimConfig, TensorStft, Vocos, VocosConfig, griffin_lim_from_log_mel};
+
+fn read_f32(t: Tensor<3>, what: &'static str) -> Result<Vec<f32>, CodecError> {
+    t.into_data()
+        .try_into_vec_as::<f32>()
+        .map_err(|e| CodecError::TensorRead {
+            what,
+            reason: format!("{e:?}"),
+        })
+}
+
+impl SoCodec {
+    /// Stream tokens of one utterance's raw (unstandardised) features.
+    ///
+    /// The features are standardised with `config`'s statistics and padded (with the mean) to
+    /// a whole number of token frames, so an utterance of `n` feature frames gives
+    /// `⌈n / ratio⌉` tokens per stream.
+    ///
+    /// # Shapes
+    /// - `features`: `[frames, feature_dim]` row-major → `[streams][⌈frames / ratio⌉]`
+    ///
+    /// # Errors
+    /// [`CodecError::QuantizerShape`] for a width other than `config.feature_dim` or no frames.
+    pub fn encode_features(
+        &self,
+        config: &SoCodecConfig,
+        features: &[f32],
+        device: &Device,
+    ) -> Result<Vec<Vec<u32>>, CodecError> {
+        let f = config.feature_dim;
+        if features.is_empty() || !features.len().is_multiple_of(f) {
+            return Err(CodecError::QuantizerShape {
+                what: "SoCodec input features [frames, feature_dim]",
+                expected: vec![features.len().div_ceil(f).max(1), f],
+                found: vec![features.len()],
+            });
+        }
+        let frames = features.len() / f;
+        let r = self.ratio();
+        let padded = frames.div_ceil(r) * r;
+        let mut x = features.to_vec();
+        config.normalize(&mut x);
+        x.resize(padded * f, 0.0);
+        // [frames, f] → [1, f, frames]
+        let t = Tensor::<2>::from_data(TensorData::new(x, [padded, f]), device)
+            .swap_dims(0, 1)
+            .reshape([1, f, padded]);
+        let tokens = self.encode(t)?; // [streams, 1, tokens]
+        let [s, _, n] = tokens.dims();
+        let v =
+            tokens
+                .into_data()
+                .try_into_vec_as::<i64>()
+                .map_err(|e| CodecError::TensorRead {
+                    what: "SoCodec tokens",
+                    reason: format!("{e:?}"),
+                })?;
+        Ok((0..s)
+            .map(|i| v[i * n..(i + 1) * n].iter().map(|&u| u as u32).collect())
+            .collect())
+    }
+
+    /// The voice vector of a reference recording at `config.mel.sample_rate`.
+    ///
+    /// # Shapes
+    /// - `samples`: `[n]` → `[1, D]`
+    ///
+    /// # Errors
+    /// [`CodecError::QuantizerShape`] when the recording is shorter than the clip window
+    /// (`config.clip_frames` mel frames).
+    pub fn voice(
+        &self,
+        config: &SoCodecConfig,
+        samples: &[f32],
+        device: &Device,
+    ) -> Result<Tensor<2>, CodecError> {
+        let front = config.log_mel()?;
+        let mut mel = front.compute(samples); // [frames, n_mels]
+        config.normalize_mel(&mut mel);
+        let n = config.mel.n_mels;
+        let frames = mel.len() / n;
+        let t = Tensor::<2>::from_data(TensorData::new(mel, [frames, n]), device)
+            .swap_dims(0, 1)
+            .reshape([1, n, frames]);
+        self.global_vector(t)
+    }
+
+    /// Log-mel of stream tokens (the first `b` streams, `b = tokens.len()`) with a voice, in
+    /// the front end's units (the config's band statistics undone).
+    ///
+    /// # Shapes
+    /// - `tokens`: `[b][frames]` (equal lengths), `global`: `[1, D]` → `[frames · ratio · m,
+    ///   n_mels]` row-major, returned with its frame count
+    ///
+    /// # Errors
+    /// [`CodecError::QuantizerShape`] for ragged or empty streams; as [`SoCodec::decode`] for
+    /// a bad stream count or a token out of range.
+    pub fn decode_tokens(
+        &self,
+        config: &SoCodecConfig,
+        tokens: &[Vec<u32>],
+        global: Tensor<2>,
+        device: &Device,
+    ) -> Result<(Vec<f32>, usize), CodecError> {
+        let b = tokens.len();
+        let t = tokens.first().map_or(0, Vec::len);
+        if b == 0 || t == 0 || tokens.iter().any(|s| s.len() != t) {
+            return Err(CodecError::QuantizerShape {
+                what: "SoCodec tokens [streams, frames] (equal, non-empty streams)",
+                expected: vec![b.max(1), t.max(1)],
+                found: tokens.iter().map(Vec::len).collect(),
+            });
+        }
+        let flat: Vec<i64> = tokens.iter().flatten().map(|&u| i64::from(u)).collect();
+        let codes = Tensor::<3, Int>::from_data(TensorData::new(flat, [b, 1, t]), device);
+        let mel = self.decode(codes, global)?; // [1, n_mels, frames]
+        let [_, n, frames] = mel.dims();
+        let rows = mel
+            .reshape([n, frames])
+            .swap_dims(0, 1)
+            .reshape([1, frames, n]);
+        let mut mel = read_f32(rows, "SoCodec log-mel")?;
+        config.denormalize_mel(&mut mel);
+        Ok((mel, frames))
+    }
+}
+
+/// Log-mel → waveform: the trained vocoder, or Griffin-Lim as the fallback.
+pub enum MelToWave {
+    /// A Vocos-style vocoder and its iSTFT.
+    Vocoder {
+        /// Its config (mel settings).
+        config: VocosConfig,
+        /// The model.
+        model: Box<Vocos>,
+        /// Its iSTFT.
+        istft: Box<TensorStft>,
+    },
+    /// Griffin-Lim on the pseudo-inverted mel (no training; buzzy).
+    GriffinLim(MelConfig),
+}
+
+impl MelToWave {
+    /// A vocoder renderer.
+    ///
+    /// # Errors
+    /// As [`Vocos::istft`].
+    pub fn vocoder(
+        config: VocosConfig,
+        model: Vocos,
+        device: &Device,
+    ) -> Result<Self, VocoderError> {
+        let istft = Vocos::istft(&config, device)?;
+        Ok(Self::Vocoder {
+            config,
+            model: Box::new(model),
+            istft: Box::new(istft),
+        })
+    }
+
+    /// The mel settings its input must have.
+    pub fn mel_config(&self) -> MelConfig {
+        match self {
+            Self::Vocoder { config, .. } => config.mel_config(),
+            Self::GriffinLim(m) => *m,
+        }
+    }
+
+    /// Checks that a codec's log-mel is this renderer's input.
+    ///
+    /// # Errors
+    /// [`VocoderError::InvalidConfig`] naming both settings when they differ.
+    pub fn check(&self, codec_mel: &MelConfig) -> Result<(), VocoderError> {
+        let mine = self.mel_config();
+        if mine != *codec_mel {
+            return Err(VocoderError::InvalidConfig {
+                field: "mel",
+                reason: format!(
+                    "the codec predicts {codec_mel:?} but the vocoder takes {mine:?}; train a \
+                     vocoder with the codec's mel settings"
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// A waveform of `frames · hop` samples (Griffin-Lim: `(frames − 1) · hop`).
+    ///
+    /// # Shapes
+    /// - `log_mel`: `[frames, n_mels]` row-major → `[samples]`
+    ///
+    /// # Errors
+    /// On a shape the renderer cannot take or a failed read-back.
+    pub fn render(
+        &self,
+        log_mel: &[f32],
+        frames: usize,
+        device: &Device,
+    ) -> Result<Vec<f32>, VocoderError> {
+        match self {
+            Self::Vocoder {
+                model,
+                istft,
+                config,
+            } => {
+                let n = config.n_mels;
+                if frames == 0 || log_mel.len() != frames * n {
+                    return Err(VocoderError::Shape {
+                        what: "vocoder log-mel",
+                        expected: format!("[frames ≥ 1, {n}]"),
+                        found: vec![log_mel.len()],
+                    });
+                }
+                let x =
+                    Tensor::<2>::from_data(TensorData::new(log_mel.to_vec(), [frames, n]), device)
+                        .swap_dims(0, 1)
+                        .reshape([1, n, frames]);
+                let wave = model.forward(x, istft)?; // [1, samples]
+                wave.into_data()
+                    .try_into_vec_as::<f32>()
+                    .map_err(|e| VocoderError::Shape {
+                        what: "vocoder output read-back",
+                        expected: format!("{e:?}"),
+                        found: vec![],
+                    })
+            }
+            Self::GriffinLim(mel) => {
+                Ok(
+                    griffin_lim_from_log_mel(mel, log_mel, frames, &GriffinLimConfig::default())?
+                        .wave,
+                )
+            }
+        }
+    }
+}
