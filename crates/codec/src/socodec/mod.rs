@@ -98,9 +98,10 @@ pub struct SoCodecConfig {
     /// The quantizer.
     #[config(default = "QuantizerKind::Opq")]
     pub quantizer: QuantizerKind,
-    /// Codebook dimension of the RQ variant (projected from `D`).
-    #[config(default = 32)]
-    pub rq_codebook_dim: usize,
+    /// Codebook dimension of the RQ variant (`None`: `D`, no projection; a smaller value
+    /// projects, which diverged here: commitment loss in the thousands within 200 steps).
+    #[config(default = "None")]
+    pub rq_codebook_dim: Option<usize>,
     /// Lloyd iterations of the codebooks' k-means initialisation.
     #[config(default = 20)]
     pub kmeans_iters: usize,
@@ -322,7 +323,7 @@ impl SoCodecConfig {
                         .with_layer(
                             VectorQuantizerConfig::new()
                                 .with_dim(d)
-                                .with_codebook_dim(Some(self.rq_codebook_dim))
+                                .with_codebook_dim(self.rq_codebook_dim)
                                 .with_codebook(codebook.with_codebook_size(self.stream_vocab())),
                         )
                         .init(device),

@@ -14,7 +14,7 @@ fn tiny(frame_ms: usize, quantizer: QuantizerKind) -> SoCodecConfig {
         .with_latent_dim(16)
         .with_streams(2)
         .with_sub_codebook_size(4)
-        .with_rq_codebook_dim(4)
+        .with_rq_codebook_dim(Some(4))
         .with_kmeans_iters(2)
         .with_global_channels(8)
         .with_mel(mel)
