@@ -28,6 +28,7 @@ pub use speechtokenizer::{
     save_codec,
 };
 pub use vocoder::{
-    GriffinLimConfig, TensorStft, VocoderTask, Vocos, VocosConfig, griffin_lim,
-    griffin_lim_from_log_mel,
+    GriffinLimConfig, TensorStft, Vocoder, VocoderTask, Vocos, VocosConfig, griffin_lim,
+    griffin_lim_from_log_mel, griffin_lim_resynthesize, load_vocoder, save_vocoder,
+    vocoder_log_mel,
 };
