@@ -25,6 +25,7 @@ mod train_cmd;
 mod train_lm;
 mod train_loop;
 mod vocoder_cmd;
+mod vocoder_eval;
 
 use std::process::ExitCode;
 

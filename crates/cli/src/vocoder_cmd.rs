@@ -32,6 +32,7 @@ use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
 pub enum VocoderCommand {
     Train(TrainArgs),
     Synth(SynthArgs),
+    Eval(crate::vocoder_eval::EvalArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -126,6 +127,7 @@ pub fn run(cmd: VocoderCommand) -> anyhow::Result<()> {
     match cmd {
         VocoderCommand::Train(args) => train(args),
         VocoderCommand::Synth(args) => synth(args),
+        VocoderCommand::Eval(args) => crate::vocoder_eval::run(args),
     }
 }
 
