@@ -6,7 +6,8 @@
 //! - The SpeechTokenizer-style codec ([`speechtokenizer`]): SEANet encoder/decoder with a
 //!   BiLSTM, RVQ, semantic distillation, its losses ([`losses`]) and training task, and a loader
 //!   for the official package's checkpoints.
-//! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]).
+//! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]); [`Vocoder`] turns host log-mels (or
+//!   audio, analysis–resynthesis) into samples (`checkpoints/vocoder-minitts` is a trained one).
 //! - Quality metrics of a resynthesis ([`metrics`]): an MFCC-based mel-cepstral distortion.
 
 pub mod error;
