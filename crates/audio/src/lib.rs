@@ -1,5 +1,5 @@
 //! Audio I/O and features for voxspec: decoding (symphonia), resampling (rubato), WAV writing
-//! (hound), STFT/iSTFT and a librosa-compatible log-mel front-end (rustfft).
+//! (hound), STFT/iSTFT, a librosa-compatible log-mel front-end (rustfft) and YIN pitch (F0).
 //!
 //! Everything works on mono `f32` audio in `[-1, 1]`. Library code reports through `tracing`
 //! and returns [`AudioError`], whose messages name the file concerned.
@@ -11,10 +11,12 @@
 //! | `wav` | [`write_wav`] (atomic) |
 //! | `stft` | [`Stft`], [`Spectrogram`] (`librosa.stft` / `istft` conventions) |
 //! | `mel` | [`mel_filterbank`], [`LogMel`] (`librosa.feature.melspectrogram` parity) |
+//! | `pitch` | [`pitch_track`], [`median_f0`], [`voiced_fraction`]: YIN F0 with a voicing decision |
 
 mod decode;
 mod error;
 mod mel;
+mod pitch;
 mod resample;
 mod signal;
 mod stft;
@@ -23,6 +25,7 @@ mod wav;
 pub use decode::{Audio, AudioInfo, load, load_bytes, load_resampled, load_with_info, probe};
 pub use error::AudioError;
 pub use mel::{LogMel, MelConfig, hz_to_mel, mel_filterbank, mel_to_hz};
+pub use pitch::{PitchConfig, median_f0, pitch_track, voiced_fraction};
 pub use resample::{
     FFT_MAX_BLOCK, FFT_TARGET_BLOCK, ResampleMethod, SINC_LEN, SINC_OVERSAMPLING, resample,
     resample_with, resampled_len,

@@ -20,7 +20,7 @@ use crate::progress::Bar;
 use crate::teacher_cmd::load_ctc_teacher;
 
 /// One-line definition of the MCD written into the report.
-const MCD_DEFINITION: &str = "MFCC-based MCD (not SPTK mcep): orthonormal DCT-II of natural-log \
+pub(crate) const MCD_DEFINITION: &str = "MFCC-based MCD (not SPTK mcep): orthonormal DCT-II of natural-log \
     mel magnitude frames (25 ms Hann, 10 ms hop, 80 Slaney bands), c0 dropped, c1..=cK kept; \
     per frame (10/ln10)*sqrt(2*sum_k (c_ref-c_syn)^2) dB, averaged over index-aligned frames \
     (shorter signal), then over utterances";
@@ -156,7 +156,7 @@ fn resynthesise(
 }
 
 /// `audio` at `rate` (unchanged when it already is).
-fn at_rate(audio: &Audio, rate: u32) -> anyhow::Result<Vec<f32>> {
+pub(crate) fn at_rate(audio: &Audio, rate: u32) -> anyhow::Result<Vec<f32>> {
     if audio.sample_rate == rate {
         return Ok(audio.samples.clone());
     }

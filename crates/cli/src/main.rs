@@ -25,6 +25,8 @@ mod tokenizer;
 mod train_cmd;
 mod train_lm;
 mod train_loop;
+mod vocoder_cmd;
+mod vocoder_eval;
 
 use std::process::ExitCode;
 
@@ -80,6 +82,10 @@ enum Command {
     /// resynthesis (MCD, CER).
     #[command(subcommand)]
     Codec(codec_cmd::CodecCommand),
+    /// Train the Vocos-style vocoder (log-mel → waveform), resynthesise audio with it or with
+    /// Griffin-Lim, evaluate resynthesis (MCD, CER, forced choice).
+    #[command(subcommand)]
+    Vocoder(vocoder_cmd::VocoderCommand),
     /// Evaluate audio: forced-choice sentence identification (intelligibility) and CER.
     #[command(subcommand)]
     Eval(eval_cmd::EvalCommand),
@@ -137,6 +143,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Train(cmd) => train_cmd::run(cmd),
         Command::Teacher(cmd) => teacher_cmd::run(cmd),
         Command::Codec(cmd) => codec_cmd::run(cmd),
+        Command::Vocoder(cmd) => vocoder_cmd::run(cmd),
         Command::Eval(cmd) => eval_cmd::run(cmd),
         Command::Synthesize(args) => synth::synthesize(args),
         Command::Serve(args) => serve::run(args),

@@ -85,6 +85,14 @@ pub enum VocoderError {
     /// The audio front end rejected its settings.
     #[error("audio front end: {0}")]
     Audio(#[from] voxspec_audio::AudioError),
+    /// Audio at another sample rate than the vocoder's.
+    #[error("the vocoder runs at {expected} Hz but the audio is at {found} Hz; resample it first")]
+    SampleRate {
+        /// The vocoder's rate.
+        expected: u32,
+        /// The audio's rate.
+        found: u32,
+    },
     /// Reading a tensor back from the device failed.
     #[error("cannot read tensor `{what}` back from the device: {reason}")]
     TensorRead {

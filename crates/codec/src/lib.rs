@@ -8,7 +8,8 @@
 //!   for the official package's checkpoints.
 //! - The SoCodec-style codec ([`socodec`]): teacher features → ordered token streams (OPQ, PQ
 //!   or RQ) at a long frame shift, a global voice vector, log-mel out; its training task.
-//! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]).
+//! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]); [`Vocoder`] turns host log-mels (or
+//!   audio, analysis–resynthesis) into samples (`checkpoints/vocoder-minitts` is a trained one).
 //! - Quality metrics of a resynthesis ([`metrics`]): an MFCC-based mel-cepstral distortion.
 
 pub mod error;
@@ -34,6 +35,7 @@ pub use speechtokenizer::{
     save_codec,
 };
 pub use vocoder::{
-    GriffinLimConfig, TensorStft, VocoderTask, Vocos, VocosConfig, griffin_lim,
-    griffin_lim_from_log_mel,
+    GriffinLimConfig, TensorStft, Vocoder, VocoderTask, Vocos, VocosConfig, griffin_lim,
+    griffin_lim_from_log_mel, griffin_lim_resynthesize, load_vocoder, save_vocoder,
+    vocoder_log_mel,
 };

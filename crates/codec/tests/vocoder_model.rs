@@ -94,7 +94,8 @@ fn save_then_load_gives_the_same_waveform() {
     assert_eq!(a, b);
     // A config of another size does not load these weights.
     let other = config.clone().with_dim(48);
-    voxspec_train::write_model_config(dir.path(), "vocos", &other).unwrap();
+    voxspec_train::write_model_config(dir.path(), voxspec_codec::vocoder::VOCODER_KIND, &other)
+        .unwrap();
     assert!(load_vocoder(dir.path(), &device).is_err());
 }
 

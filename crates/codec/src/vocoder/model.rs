@@ -280,6 +280,11 @@ impl Vocos {
         TensorStft::new(config.stft_config(), device)
     }
 
+    /// Mel bands of the input.
+    pub fn n_mels(&self) -> usize {
+        self.n_mels
+    }
+
     /// Samples per input frame.
     pub fn hop_length(&self) -> usize {
         self.hop_length

@@ -28,7 +28,10 @@ use crate::vocoder::model::{Vocos, VocosConfig};
 use crate::vocoder::stft::TensorStft;
 
 /// The `kind` written to a vocoder's `config.json`.
-pub const VOCODER_KIND: &str = "vocos";
+pub const VOCODER_KIND: &str = "vocoder";
+
+/// The kind earlier builds wrote; still read.
+const LEGACY_VOCODER_KIND: &str = "vocos";
 
 /// Loss weights and STFT resolutions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -317,6 +320,7 @@ pub struct VocoderTask {
     /// Loss configuration.
     pub loss: VocoderLossConfig,
     train: WaveSegments,
+    valid: Option<WaveSegments>,
     kernels: OnceLock<LossKernels>,
 }
 
@@ -327,8 +331,15 @@ impl VocoderTask {
             model,
             loss,
             train,
+            valid: None,
             kernels: OnceLock::new(),
         }
+    }
+
+    /// Validates on `valid` (the same losses, epoch 0 of its batches).
+    pub fn with_valid(mut self, valid: WaveSegments) -> Self {
+        self.valid = Some(valid);
+        self
     }
 
     fn kernels(&self, device: &Device) -> Result<&LossKernels, VocoderError> {
@@ -372,6 +383,12 @@ impl TrainTask for VocoderTask {
 
     fn train_data(&self) -> &dyn BatchSource<VocoderBatch> {
         &self.train
+    }
+
+    fn valid_data(&self) -> Option<&dyn BatchSource<VocoderBatch>> {
+        self.valid
+            .as_ref()
+            .map(|v| v as &dyn BatchSource<VocoderBatch>)
     }
 
     fn batch_items(&self, batch: &VocoderBatch) -> usize {
@@ -419,7 +436,8 @@ pub fn save_vocoder(dir: &Path, config: &VocosConfig, model: &Vocos) -> voxspec_
 /// # Errors
 /// The training crate's errors, naming the file and each mismatching tensor.
 pub fn load_vocoder(dir: &Path, device: &Device) -> voxspec_train::Result<(VocosConfig, Vocos)> {
-    let (_, config): (String, VocosConfig) = read_model_config(dir, &[VOCODER_KIND])?;
+    let (_, config): (String, VocosConfig) =
+        read_model_config(dir, &[VOCODER_KIND, LEGACY_VOCODER_KIND])?;
     let model = config.init(device).map_err(TrainError::task)?;
     let model = load_weights(model, &dir.join(voxspec_train::weights::WEIGHTS_FILE))?;
     Ok((config, model))

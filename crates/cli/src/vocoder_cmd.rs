@@ -1,0 +1,329 @@
+//! `voxspec vocoder train | synth | eval`: the Vocos-style vocoder (log-mel → waveform) through
+//! the one training loop, analysis–resynthesis of audio files, and resynthesis quality against
+//! Griffin-Lim (`eval`, in `vocoder_eval.rs`).
+//!
+//! A vocoder model directory holds `config.json` (`"kind": "vocoder"`, the `VocosConfig` under
+//! `model`) and `model.safetensors`, loaded strictly.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::module::Module;
+use clap::{Args, Subcommand, ValueEnum};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use voxspec_codec::vocoder::{
+    GriffinLimConfig, Vocoder, VocoderLossConfig, VocoderTask, VocosConfig, WaveSegments,
+    griffin_lim_resynthesize, save_vocoder,
+};
+use voxspec_data::{Progress, Utterance};
+use voxspec_train::Trainer;
+
+use crate::codec_cmd::read_audio;
+use crate::progress::Bar;
+use crate::train_cmd::read_split;
+use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
+
+/// The vocoder subcommands (each one's help comes from its arguments' documentation).
+#[derive(Debug, Subcommand)]
+pub enum VocoderCommand {
+    Train(TrainArgs),
+    Synth(SynthArgs),
+    Eval(crate::vocoder_eval::EvalArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Preset {
+    /// 16 kHz, n_fft 256, hop 64, 20 mels, width 32, 2 blocks: for tests and smoke runs.
+    Tiny,
+    /// 16 kHz, n_fft 1024, hop 256, 80 mels, width 256, 4 blocks.
+    Small,
+    /// 16 kHz, n_fft 640, hop 160 (100 frames/s, SoCodec's mel rate), 80 mels, width 192,
+    /// 4 blocks (about 1.2 M parameters).
+    Hop160,
+    /// Vocos' published 24 kHz size: n_fft 1024, hop 256, 100 mels, width 512, 8 blocks.
+    Base,
+}
+
+impl Preset {
+    fn config(self) -> VocosConfig {
+        match self {
+            Preset::Tiny => VocosConfig::tiny(),
+            Preset::Small => VocosConfig::small(),
+            Preset::Hop160 => VocosConfig::hop160(),
+            Preset::Base => VocosConfig::base(),
+        }
+    }
+}
+
+/// Train a Vocos-style vocoder (log-mel → waveform) on a prepared corpus.
+///
+/// A ConvNeXt backbone at the mel frame rate predicts a complex STFT that an inverse STFT turns
+/// into samples; trained without discriminators on the multi-resolution STFT loss (spectral
+/// convergence + log magnitude at 3 resolutions) plus 45 × the mel L1 loss. The input is the
+/// log-mel of each training segment, computed with the model's own mel settings.
+///
+/// Reads <DATA>/train.jsonl (and dev.jsonl for validation losses); audio is resampled to the
+/// vocoder's rate and cut into non-overlapping segments of --segment seconds. Writes into
+/// <OUT>: run.json at the start; metrics.jsonl and TensorBoard events while training;
+/// checkpoint-NNNNNN/ every --checkpoint-every steps; at the end (or on Ctrl-C) the vocoder
+/// model directory: config.json ("kind": "vocoder") + model.safetensors, which
+/// `vocoder synth|eval --vocoder <OUT>` load.
+///
+/// Ctrl-C finishes the current step, writes a checkpoint and the model, and exits 0 (a second
+/// Ctrl-C exits at once). `--resume` continues from the newest checkpoint with the saved task
+/// settings; a run directory with checkpoints is not reused without it.
+#[derive(Debug, Args)]
+#[command(mut_arg("batch", |a| a.default_value("8")))]
+#[command(mut_arg("lr", |a| a.default_value("0.0005")))]
+pub struct TrainArgs {
+    /// Prepared data directory (train.jsonl, optional dev.jsonl).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Run directory (also the vocoder model directory at the end).
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "hop160")]
+    preset: Preset,
+    /// Seconds per training segment (rounded down to whole mel frames).
+    #[arg(long, default_value_t = 1.0)]
+    segment: f64,
+    #[command(flatten, next_help_heading = "Training loop")]
+    pub(crate) train: LoopArgs,
+}
+
+/// Resynthesise audio files with a trained vocoder (or Griffin-Lim).
+///
+/// Each input is read (any format voxspec-audio decodes), downmixed and resampled to the
+/// vocoder's rate; its log-mel with the vocoder's mel settings goes through the vocoder
+/// (--griffin-lim: through 32 iterations of fast Griffin-Lim on the pseudo-inverted mel
+/// instead) and the result, trimmed to the input length, is written as <OUT>/<STEM>.wav.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Vocoder model directory (`voxspec vocoder train` output); with --griffin-lim only its
+    /// mel settings are used.
+    #[arg(long, value_name = "DIR")]
+    vocoder: PathBuf,
+    /// Use Griffin-Lim instead of the neural vocoder.
+    #[arg(long)]
+    griffin_lim: bool,
+    /// Input audio files.
+    #[arg(required = true, value_name = "IN")]
+    inputs: Vec<PathBuf>,
+    /// Output directory (<STEM>.wav per input).
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Sample format: 16-bit PCM (every WAV reader opens it) or 32-bit float.
+    #[arg(long, value_enum, default_value = "pcm16")]
+    format: crate::audio_cmd::FormatArg,
+}
+
+pub fn run(cmd: VocoderCommand) -> anyhow::Result<()> {
+    match cmd {
+        VocoderCommand::Train(args) => train(args),
+        VocoderCommand::Synth(args) => synth(args),
+        VocoderCommand::Eval(args) => crate::vocoder_eval::run(args),
+    }
+}
+
+/// Loads a vocoder model directory written by `vocoder train`.
+pub(crate) fn load_vocoder(dir: &Path) -> anyhow::Result<Vocoder> {
+    anyhow::ensure!(
+        dir.is_dir(),
+        "the vocoder directory {} does not exist",
+        dir.display()
+    );
+    let device = crate::device::single()?;
+    Vocoder::load(dir, &device).with_context(|| format!("loading the vocoder {}", dir.display()))
+}
+
+/// Resynthesis with the vocoder or with Griffin-Lim on the vocoder's mel settings.
+pub(crate) fn resynthesize(
+    vocoder: &Vocoder,
+    griffin_lim: bool,
+    samples: &[f32],
+) -> anyhow::Result<Vec<f32>> {
+    let rate = vocoder.config().sample_rate;
+    Ok(if griffin_lim {
+        griffin_lim_resynthesize(
+            vocoder.config(),
+            samples,
+            rate,
+            &GriffinLimConfig::default(),
+        )?
+    } else {
+        vocoder.resynthesize(samples, rate)?
+    })
+}
+
+/// What `--resume` needs besides the checkpoint: the task settings of the run.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunFile {
+    preset: Preset,
+    model: VocosConfig,
+    loss: VocoderLossConfig,
+    segment_frames: usize,
+    batch_size: usize,
+    data_seed: u64,
+}
+
+/// Audio of a split at `rate`, in memory.
+fn load_waves(utterances: &[Utterance], rate: u32, what: &str) -> anyhow::Result<Vec<Vec<f32>>> {
+    let bar = Bar::with_len(utterances.len() as u64, what);
+    let out = utterances
+        .par_iter()
+        .map(|u| {
+            let w =
+                read_audio(Path::new(&u.path), rate).with_context(|| format!("utterance {}", u.id));
+            bar.inc(1);
+            w
+        })
+        .collect::<anyhow::Result<Vec<_>>>();
+    bar.finish();
+    out
+}
+
+fn train(args: TrainArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
+    anyhow::ensure!(
+        args.segment.is_finite() && args.segment > 0.0,
+        "--segment must be positive"
+    );
+    let train = read_split(&args.data, "train", true)?;
+    anyhow::ensure!(
+        !train.is_empty(),
+        "{} has no utterances",
+        args.data.join("train.jsonl").display()
+    );
+    let dev = read_split(&args.data, "dev", false)?;
+    let start = voxspec_train::open_run::<RunFile>(&args.out, "vocoder", args.train.resume)?;
+    let run = if let voxspec_train::RunStart::Resume(run) = start {
+        if run.preset != args.preset {
+            tracing::warn!(saved = ?run.preset, given = ?args.preset,
+                "--preset ignored: resuming with the run's saved model");
+        }
+        run
+    } else {
+        if args.train.resume {
+            tracing::warn!(
+                "--resume: no checkpoint in {}, starting a new run",
+                args.out.display()
+            );
+        }
+        let model = args.preset.config();
+        model.validate()?;
+        let segment_frames =
+            ((args.segment * f64::from(model.sample_rate)) as usize / model.hop_length).max(1);
+        let run = RunFile {
+            preset: args.preset,
+            model,
+            loss: VocoderLossConfig::default(),
+            segment_frames,
+            batch_size: args.train.batch,
+            data_seed: args.train.seed,
+        };
+        voxspec_train::save_run_settings(&args.out, "vocoder", &run)?;
+        run
+    };
+    let config = run.model.clone();
+    let rate = config.sample_rate;
+    let train_waves = load_waves(&train, rate, "train audio")?;
+    let segments = WaveSegments::new(
+        &config,
+        &train_waves,
+        run.segment_frames,
+        run.batch_size,
+        run.data_seed,
+    )
+    .with_context(|| format!("cutting {} into segments", args.data.display()))?;
+    let n_segments = segments.len();
+    let mut task = VocoderTask::new(config.clone(), run.loss.clone(), segments);
+    let mut dev_segments = 0;
+    if !dev.is_empty() {
+        let dev_waves = load_waves(&dev, rate, "dev audio")?;
+        let valid = WaveSegments::new(
+            &config,
+            &dev_waves,
+            run.segment_frames,
+            run.batch_size,
+            run.data_seed,
+        )?;
+        dev_segments = valid.len();
+        task = task.with_valid(valid);
+    }
+    println!(
+        "train: {} utterances → {} segments of {} frames ({} samples at {rate} Hz), dev: {} \
+         segments; batch {}",
+        train.len(),
+        n_segments,
+        run.segment_frames,
+        run.segment_frames * config.hop_length,
+        dev_segments,
+        run.batch_size
+    );
+    let device = crate::device::single()?;
+    let loop_config = args.train.config(5.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone())?;
+    let trainer = Trainer::new(loop_config, task, &args.out, &device).with_stop_flag(stop);
+    let started = Instant::now();
+    let mut observer = StepBar::new(args.train.steps);
+    let outcome = trainer.run(&mut observer)?;
+    observer.bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    let model = outcome.model.valid();
+    save_vocoder(&args.out, &config, &model)?;
+    if outcome.stopped {
+        println!(
+            "stopped at step {} after {seconds:.0} s; continue with --resume",
+            outcome.step
+        );
+    } else {
+        println!("trained {} steps in {seconds:.0} s", outcome.step);
+    }
+    println!(
+        "vocoder: {} ({} mels at {} frames/s, {rate} Hz)",
+        args.out.display(),
+        config.n_mels,
+        rate as f32 / config.hop_length as f32
+    );
+    Ok(())
+}
+
+fn synth(args: SynthArgs) -> anyhow::Result<()> {
+    let vocoder = load_vocoder(&args.vocoder)?;
+    let rate = vocoder.config().sample_rate;
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let method = if args.griffin_lim {
+        "Griffin-Lim"
+    } else {
+        "vocoder"
+    };
+    for input in &args.inputs {
+        let samples = read_audio(input, rate)?;
+        anyhow::ensure!(!samples.is_empty(), "{} holds no samples", input.display());
+        let started = Instant::now();
+        let wave = resynthesize(&vocoder, args.griffin_lim, &samples)
+            .with_context(|| format!("resynthesising {}", input.display()))?;
+        let seconds = started.elapsed().as_secs_f64();
+        let stem = input
+            .file_stem()
+            .with_context(|| format!("{} has no file name", input.display()))?;
+        let out = args.out.join(stem).with_extension("wav");
+        let audio = voxspec_audio::Audio::new(wave, rate);
+        voxspec_audio::write_wav(&out, &audio, args.format.into())?;
+        println!(
+            "{} → {} ({method}, {:.2} s of audio at {rate} Hz in {seconds:.2} s)",
+            input.display(),
+            out.display(),
+            audio.duration_secs()
+        );
+    }
+    Ok(())
+}
