@@ -335,15 +335,14 @@ pub(crate) fn renderer(
     let r = if griffin_lim {
         MelToWave::GriffinLim(config.mel)
     } else {
-        let (vc, model) =
-            voxspec_codec::vocoder::load_vocoder(vocoder, device).with_context(|| {
-                format!(
-                    "loading the vocoder {} (train one with `voxspec vocoder train`, or pass \
+        let v = voxspec_codec::Vocoder::load(vocoder, device).with_context(|| {
+            format!(
+                "loading the vocoder {} (train one with `voxspec vocoder train`, or pass \
                  --griffin-lim)",
-                    vocoder.display()
-                )
-            })?;
-        MelToWave::vocoder(vc, model, device)?
+                vocoder.display()
+            )
+        })?;
+        MelToWave::Vocoder(Box::new(v))
     };
     r.check(&config.mel)
         .with_context(|| format!("vocoder {}", vocoder.display()))?;
@@ -440,7 +439,7 @@ pub(crate) fn decode(args: DecodeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("the reference {}", reference.display()))?;
     let render = renderer(&args.vocoder, args.griffin_lim, &config, &device)?;
     let (mel, mel_frames) = model.decode_tokens(&config, &tokens, voice, &device)?;
-    let mut wave = render.render(&mel, mel_frames, &device)?;
+    let mut wave = render.render(&mel, mel_frames)?;
     if let Some(n) = samples {
         wave.truncate(n);
     }
@@ -627,11 +626,11 @@ pub(crate) fn eval(
         let mel = front.compute(&original);
         let mut waves = vec![
             original.clone(),
-            render.render(&mel, mel.len() / config.mel.n_mels, &device)?,
+            render.render(&mel, mel.len() / config.mel.n_mels)?,
         ];
         for b in 1..=s {
             let (m, frames) = model.decode_tokens(&config, &tokens[..b], voice.clone(), &device)?;
-            let mut w = render.render(&m, frames, &device)?;
+            let mut w = render.render(&m, frames)?;
             w.truncate(original.len());
             waves.push(w);
         }

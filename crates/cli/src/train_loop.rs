@@ -109,6 +109,23 @@ impl StepBar {
     }
 }
 
+/// `loss X` for a one-phase run; `<phase> loss X, ...` for each phase of a multi-phase run
+/// (whose values are keyed `<phase>/loss`).
+fn loss_text(values: &BTreeMap<String, f64>) -> String {
+    if let Some(loss) = values.get("loss") {
+        return format!("loss {loss:.3}");
+    }
+    let phases: Vec<String> = values
+        .iter()
+        .filter_map(|(k, v)| k.strip_suffix("/loss").map(|p| format!("{p} loss {v:.3}")))
+        .collect();
+    if phases.is_empty() {
+        "loss NaN".to_string()
+    } else {
+        phases.join(", ")
+    }
+}
+
 impl TrainObserver for StepBar {
     fn on_step(&mut self, report: &StepReport) {
         if !self.started {
@@ -118,9 +135,8 @@ impl TrainObserver for StepBar {
             self.started = true;
         }
         self.bar.set_position(report.step as u64);
-        let loss = report.values.get("loss").copied().unwrap_or(f64::NAN);
         let valid = self.valid.as_deref().unwrap_or("");
-        let message = format!("loss {loss:.3} epoch {}{valid}", report.epoch);
+        let message = format!("{} epoch {}{valid}", loss_text(&report.values), report.epoch);
         if self.bar.is_hidden() {
             // Not a terminal (a log file): a plain line now and then instead of the bar.
             if report.step.is_multiple_of(100) || report.step == report.max_steps {
@@ -132,7 +148,7 @@ impl TrainObserver for StepBar {
     }
 
     fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
-        let loss = values.get("loss").copied().unwrap_or(f64::NAN);
+        let loss = loss_text(values);
         // CER for the CTC teacher; the other tasks' validation terms otherwise.
         let (short, detail) = match values.get("cer") {
             Some(cer) => (
@@ -143,13 +159,13 @@ impl TrainObserver for StepBar {
                 String::new(),
                 values
                     .iter()
-                    .filter(|(k, _)| k.as_str() != "loss")
+                    .filter(|(k, _)| k.as_str() != "loss" && !k.ends_with("/loss"))
                     .map(|(k, v)| format!(", {k} {v:.4}"))
                     .collect(),
             ),
         };
-        self.valid = Some(format!(" | dev loss {loss:.3}{short}"));
-        let line = format!("step {step}: dev loss {loss:.3}{detail}");
+        self.valid = Some(format!(" | dev {loss}{short}"));
+        let line = format!("step {step}: dev {loss}{detail}");
         if self.bar.is_hidden() {
             eprintln!("{line}");
         } else {

@@ -7,7 +7,7 @@ use voxspec_audio::MelConfig;
 
 use super::{SoCodec, SoCodecConfig};
 use crate::error::{CodecError, VocoderError};
-use crate::vocoder::{GriffinLimConfig, TensorStft, Vocos, VocosConfig, griffin_lim_from_log_mel};
+use crate::vocoder::{GriffinLimConfig, Vocoder, griffin_lim_from_log_mel};
 
 fn read_f32(t: Tensor<3>, what: &'static str) -> Result<Vec<f32>, CodecError> {
     t.into_data()
@@ -136,41 +136,17 @@ impl SoCodec {
 
 /// Log-mel → waveform: the trained vocoder, or Griffin-Lim as the fallback.
 pub enum MelToWave {
-    /// A Vocos-style vocoder and its iSTFT.
-    Vocoder {
-        /// Its config (mel settings).
-        config: VocosConfig,
-        /// The model.
-        model: Box<Vocos>,
-        /// Its iSTFT.
-        istft: Box<TensorStft>,
-    },
+    /// A Vocos-style vocoder.
+    Vocoder(Box<Vocoder>),
     /// Griffin-Lim on the pseudo-inverted mel (no training; buzzy).
     GriffinLim(MelConfig),
 }
 
 impl MelToWave {
-    /// A vocoder renderer.
-    ///
-    /// # Errors
-    /// As [`Vocos::istft`].
-    pub fn vocoder(
-        config: VocosConfig,
-        model: Vocos,
-        device: &Device,
-    ) -> Result<Self, VocoderError> {
-        let istft = Vocos::istft(&config, device)?;
-        Ok(Self::Vocoder {
-            config,
-            model: Box::new(model),
-            istft: Box::new(istft),
-        })
-    }
-
     /// The mel settings its input must have.
     pub fn mel_config(&self) -> MelConfig {
         match self {
-            Self::Vocoder { config, .. } => config.mel_config(),
+            Self::Vocoder(v) => v.config().mel_config(),
             Self::GriffinLim(m) => *m,
         }
     }
@@ -199,46 +175,17 @@ impl MelToWave {
     /// - `log_mel`: `[frames, n_mels]` row-major → `[samples]`
     ///
     /// # Errors
-    /// On a shape the renderer cannot take or a failed read-back.
-    pub fn render(
-        &self,
-        log_mel: &[f32],
-        frames: usize,
-        device: &Device,
-    ) -> Result<Vec<f32>, VocoderError> {
+    /// On a shape the renderer cannot take.
+    pub fn render(&self, log_mel: &[f32], frames: usize) -> Result<Vec<f32>, VocoderError> {
         match self {
-            Self::Vocoder {
-                model,
-                istft,
-                config,
-            } => {
-                let n = config.n_mels;
-                if frames == 0 || log_mel.len() != frames * n {
-                    return Err(VocoderError::Shape {
-                        what: "vocoder log-mel",
-                        expected: format!("[frames ≥ 1, {n}]"),
-                        found: vec![log_mel.len()],
-                    });
-                }
-                let x =
-                    Tensor::<2>::from_data(TensorData::new(log_mel.to_vec(), [frames, n]), device)
-                        .swap_dims(0, 1)
-                        .reshape([1, n, frames]);
-                let wave = model.forward(x, istft)?; // [1, samples]
-                wave.into_data()
-                    .try_into_vec_as::<f32>()
-                    .map_err(|e| VocoderError::Shape {
-                        what: "vocoder output read-back",
-                        expected: format!("{e:?}"),
-                        found: vec![],
-                    })
-            }
-            Self::GriffinLim(mel) => {
-                Ok(
-                    griffin_lim_from_log_mel(mel, log_mel, frames, &GriffinLimConfig::default())?
-                        .wave,
-                )
-            }
+            Self::Vocoder(v) => v.synthesize(log_mel, v.config().n_mels, frames),
+            Self::GriffinLim(mel) => Ok(griffin_lim_from_log_mel(
+                mel,
+                log_mel,
+                frames,
+                &GriffinLimConfig::default(),
+            )?
+            .wave),
         }
     }
 }
