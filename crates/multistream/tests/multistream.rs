@@ -144,7 +144,13 @@ fn forward_shapes_and_bad_input() {
 
 #[test]
 fn targets_sit_on_valid_positions_and_eos() {
-    let config = config();
+    for delay in [0, 1, 2] {
+        targets_for_delay(delay);
+    }
+}
+
+fn targets_for_delay(delay: usize) {
+    let config = config().with_delay(delay);
     let items = two_items();
     let pattern = config.pattern().expect("pattern");
     let batch = build_batch(&config, &[&items[0]], &Device::flex()).expect("batch");
@@ -169,7 +175,11 @@ fn targets_sit_on_valid_positions_and_eos() {
                     CODEBOOK as u32
                 }
             };
-            assert_eq!(targets[at], i64::from(want), "position {p} stream {j}");
+            assert_eq!(
+                targets[at],
+                i64::from(want),
+                "delay {delay} position {p} stream {j}"
+            );
         }
     }
     // Every frame of every stream plus one EOS per stream; none of the S positions.
@@ -435,7 +445,15 @@ fn data_plan_is_deterministic_and_items_are_checked() {
 
 #[test]
 fn tiny_model_overfits_and_greedy_decoding_reproduces_it() {
-    let mut config = config();
+    // d = 1 (the paper's default), d = 0 (the no-delay ablation: EOS past the last step) and
+    // d = 2 (streams 4 steps apart).
+    for delay in [1, 0, 2] {
+        overfit_and_decode(delay);
+    }
+}
+
+fn overfit_and_decode(delay: usize) {
+    let mut config = config().with_delay(delay);
     config.transformer = voxspec_nn::TransformerConfig::tiny()
         .with_d_model(48)
         .with_n_heads(4)
@@ -481,9 +499,14 @@ fn tiny_model_overfits_and_greedy_decoding_reproduces_it() {
         .run(&mut ())
         .expect("training runs");
     let records = voxspec_train::read_metrics(&dir.path().join("metrics.jsonl")).expect("metrics");
+    assert_eq!(
+        records.iter().filter(|r| r.split == "train").count(),
+        steps,
+        "one record per step"
+    );
     let start = records.first().expect("a record").values["loss"];
     let end = records.last().expect("a record").values["loss"];
-    println!("overfit: loss {start:.3} at step 1 → {end:.4} at step {steps}");
+    println!("overfit (delay {delay}): loss {start:.3} at step 1 → {end:.4} at step {steps}");
     assert!(
         start > 2.0,
         "a fresh model starts near ln 17 = 2.83, got {start}"
@@ -504,7 +527,7 @@ fn tiny_model_overfits_and_greedy_decoding_reproduces_it() {
             },
         )
         .expect("decode");
-        assert_eq!(got, want, "utterance {}", it.id);
+        assert_eq!(got, want, "delay {delay}, utterance {}", it.id);
         // The prompt is kept and continued.
         let prompt: Vec<Vec<u32>> = want.iter().map(|s| s[..3].to_vec()).collect();
         let got = greedy_decode(
@@ -518,7 +541,11 @@ fn tiny_model_overfits_and_greedy_decoding_reproduces_it() {
             },
         )
         .expect("decode with prompt");
-        assert_eq!(got, want, "utterance {} from a 3-frame prompt", it.id);
+        assert_eq!(
+            got, want,
+            "delay {delay}, utterance {} from a 3-frame prompt",
+            it.id
+        );
     }
     // Stopping at max_frames without EOS: exactly that many frames.
     let cut = greedy_decode(
