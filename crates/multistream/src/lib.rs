@@ -1,0 +1,35 @@
+//! voxspec-multistream: the delayed multi-stream codec LM of SoCodec (Guo et al. 2024, §4) on
+//! the tokens of a multi-stream codec (OPQ streams), decoding all streams in parallel.
+//!
+//! - [`MultiStreamConfig`] → [`MultiStreamModel`]: one sequence of a voice vector (prepended,
+//!   projected from `global_dim`), text tokens and the delayed speech steps of
+//!   [`voxspec_data::DelayPattern`] (stream `j` delayed by `d · j`); each stream has its own
+//!   embedding table (codes and the special token `S`), summed per step; rotary positions plus a
+//!   learned voice/text/speech segment embedding; one head per stream over the codes and EOS.
+//!   Step 0 (`S` everywhere) is the BOS. Presets `tiny`, `small`, `base`.
+//! - [`MultiStreamModel::forward`] over whole rows ([`MsInput`] from [`SeqRow`]s) and
+//!   [`MultiStreamModel::forward_cached`] over a `voxspec-nn` [`voxspec_nn::KvCache`]: a prompt,
+//!   one new step, or `k` steps at once for speculative verification; roll back with
+//!   `KvCache::truncate`.
+//! - [`MultiStreamTask`] ([`voxspec_train::TrainTask`]) over [`MultiStreamData`] ([`MsItem`]s:
+//!   text ids, codes from a `TokenStore`, optional global vectors): per-stream cross-entropy on
+//!   the valid positions of the delay pattern and each stream's EOS, averaged over streams
+//!   ([`multistream_loss`]); seeded bucketed batch plan, padding masked.
+//! - [`greedy_decode`]: greedy AR decoding, one forward per step, `S` forced at invalid
+//!   positions, the prompt never overwritten, stop at stream 0's EOS or `max_frames`; returns
+//!   the reverted frames `[streams][T]`.
+
+pub mod decode;
+pub mod error;
+pub mod input;
+pub mod model;
+pub mod train;
+
+pub use decode::{DecodeRequest, greedy_decode};
+pub use error::{MultiStreamError, Result};
+pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
+pub use model::{MultiStreamConfig, MultiStreamModel};
+pub use train::{
+    MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch,
+    delayed_codes, multistream_loss,
+};
