@@ -136,7 +136,11 @@ impl TrainObserver for StepBar {
         }
         self.bar.set_position(report.step as u64);
         let valid = self.valid.as_deref().unwrap_or("");
-        let message = format!("{} epoch {}{valid}", loss_text(&report.values), report.epoch);
+        let message = format!(
+            "{} epoch {}{valid}",
+            loss_text(&report.values),
+            report.epoch
+        );
         if self.bar.is_hidden() {
             // Not a terminal (a log file): a plain line now and then instead of the bar.
             if report.step.is_multiple_of(100) || report.step == report.max_steps {

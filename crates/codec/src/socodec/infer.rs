@@ -179,13 +179,12 @@ impl MelToWave {
     pub fn render(&self, log_mel: &[f32], frames: usize) -> Result<Vec<f32>, VocoderError> {
         match self {
             Self::Vocoder(v) => v.synthesize(log_mel, v.config().n_mels, frames),
-            Self::GriffinLim(mel) => Ok(griffin_lim_from_log_mel(
-                mel,
-                log_mel,
-                frames,
-                &GriffinLimConfig::default(),
-            )?
-            .wave),
+            Self::GriffinLim(mel) => {
+                Ok(
+                    griffin_lim_from_log_mel(mel, log_mel, frames, &GriffinLimConfig::default())?
+                        .wave,
+                )
+            }
         }
     }
 }
