@@ -694,21 +694,7 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         }
         any = true;
         let utterances = read_manifest(&manifest)?;
-        let done: std::collections::HashSet<String> = match voxspec_data::TokenStore::open(
-            &args.out, split,
-        ) {
-            Ok(store) => {
-                anyhow::ensure!(
-                    store.meta() == meta,
-                    "{}: the {split} store holds {:?}, this codec writes {:?}; use another --out",
-                    args.out.display(),
-                    store.meta(),
-                    meta
-                );
-                store.ids().into_iter().map(String::from).collect()
-            }
-            Err(_) => Default::default(),
-        };
+        let done = stored_ids(&args.out, split, meta)?;
         let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
         let todo: Vec<&Utterance> = utterances
             .iter()
@@ -749,6 +735,28 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     );
     println!("tokens: {}", args.out.display());
     Ok(())
+}
+
+/// Ids already in the token store of `split` under `out` (none when there is no store), which
+/// must hold codes of `meta`'s kind.
+pub(crate) fn stored_ids(
+    out: &Path,
+    split: &str,
+    meta: TokenStoreMeta,
+) -> anyhow::Result<std::collections::HashSet<String>> {
+    match voxspec_data::TokenStore::open(out, split) {
+        Ok(store) => {
+            anyhow::ensure!(
+                store.meta() == meta,
+                "{}: the {split} store holds {:?}, this codec writes {:?}; use another --out",
+                out.display(),
+                store.meta(),
+                meta
+            );
+            Ok(store.ids().into_iter().map(String::from).collect())
+        }
+        Err(_) => Ok(Default::default()),
+    }
 }
 
 /// The codec's frame rule: `ceil(samples / hop)` frames, and the manifest duration must give

@@ -485,21 +485,7 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         any = true;
         let store = open_store(features, split)?;
         let utterances = read_manifest(&manifest)?;
-        let done: std::collections::HashSet<String> = match voxspec_data::TokenStore::open(
-            &args.out, split,
-        ) {
-            Ok(s) => {
-                anyhow::ensure!(
-                    s.meta() == meta,
-                    "{}: the {split} store holds {:?}, this codec writes {:?}; use another --out",
-                    args.out.display(),
-                    s.meta(),
-                    meta
-                );
-                s.ids().into_iter().map(String::from).collect()
-            }
-            Err(_) => Default::default(),
-        };
+        let done = crate::codec_cmd::stored_ids(&args.out, split, meta)?;
         let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
         let bar = Bar::with_len(utterances.len() as u64, split);
         let mut written = 0usize;

@@ -264,6 +264,21 @@ pub fn resample_frames(features: Tensor<3>, target_frames: usize) -> Tensor<3> {
     m.unsqueeze::<3>().matmul(features) // [batch, target_frames, dim]
 }
 
+/// The optimizer phases of a codec task: `generator` then `discriminator` (each over its own
+/// parameters, `^generator\.` and `^discriminator\.`) with adversarial training, one phase
+/// over everything without.
+pub fn gan_phases(adversarial: bool) -> Vec<voxspec_train::Phase> {
+    use voxspec_train::Phase;
+    if adversarial {
+        vec![
+            Phase::matching("generator", &["^generator\\."]),
+            Phase::matching("discriminator", &["^discriminator\\."]),
+        ]
+    } else {
+        vec![Phase::all("main")]
+    }
+}
+
 /// LSGAN discriminator loss `Σ_k mean((1 − D_k(x))²) + mean(D_k(x̂)²)`.
 ///
 /// # Shapes

@@ -381,6 +381,17 @@ pub struct SplitMix64 {
 }
 
 impl SplitMix64 {
+    /// The visiting order of `n` items in `epoch` of a data plan seeded with `seed`: a
+    /// Fisher-Yates shuffle, the same for the same `(seed, epoch)`.
+    pub fn epoch_order(n: usize, seed: u64, epoch: usize) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut rng = Self::new(seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        for i in (1..n).rev() {
+            order.swap(i, rng.below(i + 1));
+        }
+        order
+    }
+
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         Self { state: seed }

@@ -181,7 +181,11 @@ fn training_batches_are_deterministic_and_the_losses_run() {
     assert_eq!(a.reference.dims(), [2, 10, 25]);
     assert_eq!(a.nested_seed, b.nested_seed);
     assert_eq!(
-        a.features.clone().into_data().try_into_vec::<f32>().unwrap(),
+        a.features
+            .clone()
+            .into_data()
+            .try_into_vec::<f32>()
+            .unwrap(),
         b.features.into_data().try_into_vec::<f32>().unwrap()
     );
     let task = SoCodecTask::new(cfg, data, None).unwrap();

@@ -214,14 +214,7 @@ impl SoCodecData {
     }
 
     fn order(&self, epoch: usize) -> Vec<usize> {
-        let n = self.utterances.len();
-        let mut order: Vec<usize> = (0..n).collect();
-        let mut rng =
-            SplitMix64::new(self.seed ^ (epoch as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        for i in (1..n).rev() {
-            order.swap(i, rng.below(i + 1));
-        }
-        order
+        SplitMix64::epoch_order(self.utterances.len(), self.seed, epoch)
     }
 }
 
@@ -343,14 +336,7 @@ impl TrainTask for SoCodecTask {
     }
 
     fn phases(&self) -> Vec<Phase> {
-        if self.config.adversarial {
-            vec![
-                Phase::matching("generator", &["^generator\\."]),
-                Phase::matching("discriminator", &["^discriminator\\."]),
-            ]
-        } else {
-            vec![Phase::all("main")]
-        }
+        crate::losses::gan_phases(self.config.adversarial)
     }
 
     fn train_data(&self) -> &dyn BatchSource<SoCodecBatch> {
