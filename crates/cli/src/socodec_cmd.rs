@@ -757,11 +757,13 @@ pub(crate) fn plot_streams(args: StreamsPlotArgs) -> anyhow::Result<()> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let r: ReadReport = serde_json::from_slice(&bytes)
             .with_context(|| format!("{} is not a SoCodec `codec eval` report", path.display()))?;
-        let label = args
-            .labels
-            .get(i)
-            .cloned()
-            .unwrap_or_else(|| format!("{:?} ({} ms)", r.quantizer, r.frame_ms).to_uppercase());
+        let label = args.labels.get(i).cloned().unwrap_or_else(|| {
+            format!(
+                "{} ({} ms)",
+                format!("{:?}", r.quantizer).to_uppercase(),
+                r.frame_ms
+            )
+        });
         reports.push((label, r));
     }
     println!("| model | audio | MCD (dB) | CER (%) | ID (%) |");

@@ -180,7 +180,7 @@ fn socodec_trains_extracts_encodes_decodes_and_evaluates() {
         s(&dir.join("fig4")),
     ]);
     assert!(
-        out.contains("| OPQ (120 MS) | first 1 stream(s) |"),
+        out.contains("| OPQ (120 ms) | first 1 stream(s) |"),
         "{out}"
     );
     assert!(dir.join("fig4-cer.png").is_file());
