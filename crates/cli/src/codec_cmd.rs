@@ -129,6 +129,10 @@ pub struct TrainArgs {
     /// SoCodec: quantizer (opq: ordered, with nested dropout; pq: the same without; rq: residual).
     #[arg(long, value_enum, default_value = "opq", help_heading = "SoCodec")]
     pub(crate) quantizer: crate::socodec_cmd::QuantizerArg,
+    /// SoCodec: entries K of each sub-codebook (a stream has K² tokens; default: the preset's,
+    /// 128 for small and base, so 16,384 per stream as in the paper).
+    #[arg(long, value_name = "K", help_heading = "SoCodec")]
+    pub(crate) sub_codebook: Option<usize>,
     #[command(flatten, next_help_heading = "Training loop")]
     pub(crate) train: LoopArgs,
 }

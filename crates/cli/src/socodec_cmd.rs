@@ -172,6 +172,10 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
             .with_streams(args.streams)
             .with_frame_ms(args.frame_ms)
             .with_quantizer(args.quantizer.into());
+        let model = match args.sub_codebook {
+            Some(k) => model.with_sub_codebook_size(k),
+            None => model,
+        };
         model.validate().context("the SoCodec settings")?;
         let segment_frames = ((args.segment * 1000.0) as usize / model.frame_ms).max(1);
         let task = SoCodecTrainConfig::new(model)

@@ -251,4 +251,22 @@ fn socodec_trains_extracts_encodes_decodes_and_evaluates() {
         "1",
     ]);
     assert!(e.contains("--teacher-features"), "{e}");
+    // a sub-codebook whose square does not fit the u16 token stores is refused by name
+    let e = fail(&[
+        "codec",
+        "train",
+        "--kind",
+        "socodec",
+        "--data",
+        s(&data),
+        "--teacher-features",
+        s(&feats),
+        "--out",
+        s(&dir.join("big")),
+        "--sub-codebook",
+        "300",
+        "--steps",
+        "1",
+    ]);
+    assert!(e.contains("sub_codebook_size"), "{e}");
 }
