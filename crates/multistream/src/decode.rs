@@ -15,6 +15,7 @@
 
 use voxspec_data::UNGENERATED;
 
+use crate::align::StepTrack;
 use crate::error::{MultiStreamError, Result};
 use crate::input::SeqRow;
 use crate::model::{MultiStreamConfig, MultiStreamModel};
@@ -30,6 +31,46 @@ pub struct DecodeRequest<'a> {
     pub prompt: &'a [Vec<u32>],
     /// Largest number of frames (prompt included) when stream 0 predicts no EOS.
     pub max_frames: usize,
+    /// Aligned models: each text token's duration in track units (`None`: the model's
+    /// duration predictor decides). Ignored by unaligned models.
+    pub durations: Option<&'a [u32]>,
+}
+
+/// The step track of a request for an aligned model (`None` for an unaligned one).
+///
+/// # Errors
+/// [`MultiStreamError::InvalidInput`] for durations that do not match the text; the duration
+/// predictor's errors.
+pub fn request_track(
+    model: &MultiStreamModel,
+    config: &MultiStreamConfig,
+    text: &[u32],
+    durations: Option<&[u32]>,
+) -> Result<Option<StepTrack>> {
+    let Some(align) = &config.align else {
+        return Ok(None);
+    };
+    let units = match (durations, &model.duration) {
+        (Some(d), _) => d.to_vec(),
+        (None, Some(predictor)) => {
+            predictor
+                .predict(text, 1.0)
+                .map_err(|e| MultiStreamError::InvalidInput {
+                    detail: format!("duration prediction: {e}"),
+                })?
+        }
+        (None, None) => {
+            return Err(MultiStreamError::InvalidInput {
+                detail: "an aligned model without a duration predictor needs durations".into(),
+            });
+        }
+    };
+    if units.len() != text.len() {
+        return Err(MultiStreamError::InvalidInput {
+            detail: format!("{} durations for {} text tokens", units.len(), text.len()),
+        });
+    }
+    Ok(Some(StepTrack::new(text, &units, align)))
 }
 
 /// Index of the largest value (the first on ties).
@@ -112,15 +153,24 @@ pub fn greedy_decode(
         grid.iter().map(|row| row[from..to].to_vec()).collect()
     };
 
+    let track = request_track(model, config, request.text, request.durations)?;
+    let track_ids = |from: usize, n: usize| -> Vec<u32> {
+        match (&track, &config.align) {
+            (Some(t), Some(a)) => t.steps(from, n, config.text_vocab, a),
+            _ => Vec::new(),
+        }
+    };
     let mut cache = model.new_cache(1, capacity)?;
     // Steps 0 ..= P hold only S and prompt frames.
     let known = column(&grid, 0, prompt_frames + 1);
+    let known_track = track_ids(0, prompt_frames + 1);
     let prefill = model.input(
         config,
         &[SeqRow {
             voice: request.voice,
             text: request.text,
             steps: &known,
+            track: &known_track,
         }],
     )?;
     let mut logits = model.forward_cached(&prefill, &mut cache)?;
@@ -166,12 +216,14 @@ pub fn greedy_decode(
             return Ok(pattern.revert(&delayed)?);
         }
         let next = column(&grid, step, step + 1);
+        let next_track = track_ids(step, 1);
         let input = model.input(
             config,
             &[SeqRow {
                 voice: None,
                 text: &[],
                 steps: &next,
+                track: &next_track,
             }],
         )?;
         logits = model.forward_cached(&input, &mut cache)?;

@@ -33,6 +33,9 @@ pub struct SeqRow<'a> {
     /// Delayed speech steps `[streams][n]`: codes `< codebook_size` or the special token
     /// `codebook_size`. Empty (no speech) or `streams` rows of one length.
     pub steps: &'a [Vec<u32>],
+    /// Step-track ids of the speech steps, `[n][slots]` flattened (aligned models; empty
+    /// otherwise): see [`crate::align::StepTrack::steps`].
+    pub track: &'a [u32],
 }
 
 impl SeqRow<'_> {
@@ -68,6 +71,8 @@ pub struct MsInput {
     /// Voice vectors `[batch, global_dim]` (zeros for rows without one) and 1 at the voice
     /// position `[batch, time, 1]`; `None` when no row has a voice vector.
     pub voice: Option<(Tensor<2>, Tensor<3>)>,
+    /// Step-track ids `[batch, time, slots]` of an aligned model (NONE outside speech).
+    pub track: Option<Tensor<3, Int>>,
     /// True at real positions `[batch, time]`.
     pub mask: Tensor<2, Bool>,
     /// Real length of each row.
@@ -113,6 +118,26 @@ impl MsInput {
                     row.steps.iter().map(Vec::len).collect::<Vec<_>>()
                 ));
             }
+            let slots = config.track_slots();
+            if row.track.len() != row.n_steps() * slots {
+                return bad(format!(
+                    "row {b}: {} step-track ids for {} steps of {slots} slots",
+                    row.track.len(),
+                    row.n_steps()
+                ));
+            }
+            if let Some(a) = &config.align
+                && let Some(&id) = row
+                    .track
+                    .iter()
+                    .find(|&&id| id >= a.none_id(config.text_vocab))
+            {
+                return Err(MultiStreamError::TokenOutOfRange {
+                    what: "step-track",
+                    token: id,
+                    vocab: a.none_id(config.text_vocab) as usize,
+                });
+            }
             if let Some(&t) = row.text.iter().find(|&&t| t as usize >= config.text_vocab) {
                 return Err(MultiStreamError::TokenOutOfRange {
                     what: "text",
@@ -137,6 +162,11 @@ impl MsInput {
         let mut speech_mask = vec![0f32; batch * time];
         let mut segment = vec![i64::from(SPEECH); batch * time];
         let mut mask = vec![false; batch * time];
+        let slots = config.track_slots();
+        let mut track = match &config.align {
+            Some(a) => vec![i64::from(a.none_id(config.text_vocab)); batch * time * slots],
+            None => Vec::new(),
+        };
         let any_voice = rows.iter().any(|r| r.voice.is_some());
         let mut voice = vec![0f32; if any_voice { batch * g } else { 0 }];
         let mut voice_mask = vec![0f32; if any_voice { batch * time } else { 0 }];
@@ -157,6 +187,10 @@ impl MsInput {
             }
             for s in 0..row.n_steps() {
                 speech_mask[at(p)] = 1.0;
+                for q in 0..slots {
+                    // [batch, time, slots]
+                    track[at(p) * slots + q] = i64::from(row.track[s * slots + q]);
+                }
                 for (j, stream) in row.steps.iter().enumerate() {
                     // [batch, streams, time]
                     speech[(b * k + j) * time + p] = i64::from(stream[s]);
@@ -179,6 +213,8 @@ impl MsInput {
                     float3(voice_mask),
                 )
             }),
+            track: (slots > 0)
+                .then(|| Tensor::from_data(TensorData::new(track, [batch, time, slots]), device)),
             mask: Tensor::from_data(TensorData::new(mask, [batch, time]), device),
             lens,
         })

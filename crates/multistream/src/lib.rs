@@ -19,13 +19,15 @@
 //!   positions, the prompt never overwritten, stop at stream 0's EOS or `max_frames`; returns
 //!   the reverted frames `[streams][T]`.
 
+pub mod align;
 pub mod decode;
 pub mod error;
 pub mod input;
 pub mod model;
 pub mod train;
 
-pub use decode::{DecodeRequest, greedy_decode};
+pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding};
+pub use decode::{DecodeRequest, greedy_decode, request_track};
 pub use error::{MultiStreamError, Result};
 pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
 pub use model::{MultiStreamConfig, MultiStreamModel};

@@ -30,6 +30,9 @@ use burn::tensor::{Device, Tensor};
 use voxspec_data::DelayPattern;
 use voxspec_nn::{KvCache, Transformer, TransformerConfig};
 
+use voxspec_mtp::DurationPredictor;
+
+use crate::align::{MsAlignConfig, StepTrackEmbedding};
 use crate::error::{MultiStreamError, Result as MsResult};
 use crate::input::{MsInput, SeqRow};
 
@@ -51,6 +54,10 @@ pub struct MultiStreamConfig {
     pub global_dim: usize,
     /// The decoder-only transformer.
     pub transformer: TransformerConfig,
+    /// The step track and duration predictor of an aligned model ([`crate::align`]); `None`:
+    /// text and speech only, as in the paper.
+    #[config(default = "None")]
+    pub align: Option<MsAlignConfig>,
 }
 
 impl MultiStreamConfig {
@@ -155,7 +162,16 @@ impl MultiStreamConfig {
             });
         }
         self.transformer.validate()?;
+        if let Some(a) = &self.align {
+            a.validate()
+                .map_err(|detail| MultiStreamError::InvalidConfig { detail })?;
+        }
         Ok(())
+    }
+
+    /// Track ids per speech position (0 without alignment).
+    pub fn track_slots(&self) -> usize {
+        self.align.as_ref().map_or(0, MsAlignConfig::slots)
     }
 
     /// Builds the model with fresh weights on `device`.
@@ -173,6 +189,27 @@ impl MultiStreamConfig {
             segment_embedding: EmbeddingConfig::new(3, d).init(device),
             voice_projection: (self.global_dim > 0)
                 .then(|| LinearConfig::new(self.global_dim, d).init(device)),
+            track: self
+                .align
+                .as_ref()
+                .map(|a| StepTrackEmbedding::init(a, self.text_vocab, d, device)),
+            duration: match &self.align {
+                Some(a) => Some(
+                    DurationPredictor::init(
+                        self.text_vocab,
+                        d,
+                        self.transformer.n_heads,
+                        a.duration_layers,
+                        self.transformer.dropout,
+                        self.transformer.max_seq_len,
+                        device,
+                    )
+                    .map_err(|e| MultiStreamError::InvalidConfig {
+                        detail: format!("duration predictor: {e}"),
+                    })?,
+                ),
+                None => None,
+            },
             transformer: self.transformer.init(device)?,
             heads: (0..self.streams)
                 .map(|_| LinearConfig::new(d, self.output_vocab()).init(device))
@@ -192,6 +229,10 @@ pub struct MultiStreamModel {
     pub segment_embedding: Embedding,
     /// `global_dim → d_model` (absent without a voice vector).
     pub voice_projection: Option<Linear>,
+    /// Phones of the coming frames at every speech step (aligned models).
+    pub track: Option<StepTrackEmbedding>,
+    /// Phone durations in track units (aligned models).
+    pub duration: Option<DurationPredictor>,
     /// The decoder-only stack.
     pub transformer: Transformer,
     /// Per stream: `d_model → codebook_size + 1` (codes and EOS).
@@ -239,6 +280,20 @@ impl MultiStreamModel {
             // [batch, 1, time] → [batch, time]
             let ids = input.speech.clone().narrow(1, j, 1).reshape([batch, time]);
             x = x + table.forward(ids) * input.speech_mask.clone();
+        }
+        match (&self.track, &input.track) {
+            (Some(track), Some(ids)) => x = x + track.forward(ids.clone()),
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(MultiStreamError::InvalidInput {
+                    detail: "an aligned model needs the step track of its input".into(),
+                });
+            }
+            (None, Some(_)) => {
+                return Err(MultiStreamError::InvalidInput {
+                    detail: "a step track for a model without alignment".into(),
+                });
+            }
         }
         match (&self.voice_projection, &input.voice) {
             (_, None) => Ok(x),

@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, Codes, DelayPattern, TtsItem, bucket_batches};
 use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
 
+use voxspec_mtp::{DurationBatch, duration_loss, rescale_durations};
+
+use crate::align::{MsAlignConfig, StepTrack};
 use crate::error::{MultiStreamError, Result};
 use crate::input::{MsInput, SeqRow};
 use crate::model::{MultiStreamConfig, MultiStreamModel};
@@ -34,6 +37,9 @@ pub struct MsItem {
     pub codes: Codes,
     /// The global (voice) vector, required when the model has a `global_dim`.
     pub global: Option<Vec<f32>>,
+    /// Duration of each text token in track units (`units_per_frame` per frame), adding up
+    /// to `frames · units_per_frame` give or take one frame; required by an aligned model.
+    pub durations: Option<Vec<u32>>,
 }
 
 impl MsItem {
@@ -47,6 +53,7 @@ impl MsItem {
                 text: i.text.clone(),
                 codes: i.codes.clone(),
                 global: globals.and_then(|g| g.get(&i.id).cloned()),
+                durations: None,
             })
             .collect()
     }
@@ -61,6 +68,11 @@ pub struct MsBatch {
     pub targets: Tensor<3, Int>,
     /// 1 where a head has a target `[batch, time, streams]`, else 0.
     pub weights: Tensor<3>,
+    /// Duration targets (aligned models).
+    pub durations: Option<DurationBatch>,
+    /// The same audio with another utterance's text and alignment (validation only: the
+    /// text-use diagnostic).
+    pub shuffled: Option<Box<MsBatch>>,
     /// Scored speech steps (positions with at least one target), for throughput.
     pub steps: usize,
 }
@@ -140,7 +152,58 @@ fn check_item(
                 v.len()
             ),
         }),
-        _ => delayed_codes(config, pattern, item),
+        _ => {
+            if let Some(a) = &config.align {
+                check_durations(a, item)?;
+            }
+            delayed_codes(config, pattern, item)
+        }
+    }
+}
+
+/// Checks an aligned item's durations: one per text token, adding up to its frames (within
+/// one frame: the last frame of an utterance is padded).
+fn check_durations(align: &MsAlignConfig, item: &MsItem) -> Result<()> {
+    let Some(d) = &item.durations else {
+        return Err(MultiStreamError::InvalidInput {
+            detail: format!(
+                "utterance {} has no durations; an aligned model trains on phones with their \
+                 durations",
+                item.id
+            ),
+        });
+    };
+    if d.len() != item.text.len() {
+        return Err(MultiStreamError::InvalidInput {
+            detail: format!(
+                "utterance {}: {} durations for {} text tokens",
+                item.id,
+                d.len(),
+                item.text.len()
+            ),
+        });
+    }
+    let units: usize = d.iter().map(|&u| u as usize).sum();
+    let frames = units.div_ceil(align.units_per_frame);
+    if frames != item.codes.n_frames {
+        return Err(MultiStreamError::InvalidInput {
+            detail: format!(
+                "utterance {}: durations of {units} units make {frames} frames of {} units, the \
+                 codes have {}",
+                item.id, align.units_per_frame, item.codes.n_frames
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The step-track ids of an item's `steps` speech steps (empty for an unaligned model).
+fn item_track(config: &MultiStreamConfig, item: &MsItem, steps: usize) -> Vec<u32> {
+    match (&config.align, &item.durations) {
+        (Some(a), Some(d)) => {
+            StepTrack::new(&item.text, d, a).steps(0, steps, config.text_vocab, a)
+        }
+        _ => Vec::new(),
     }
 }
 
@@ -160,13 +223,20 @@ pub fn build_batch(
         .iter()
         .map(|item| check_item(config, &pattern, item))
         .collect::<Result<Vec<_>>>()?;
+    let tracks: Vec<Vec<u32>> = items
+        .iter()
+        .zip(&delayed)
+        .map(|(item, d)| item_track(config, item, d.first().map_or(0, Vec::len)))
+        .collect();
     let rows: Vec<SeqRow<'_>> = items
         .iter()
         .zip(&delayed)
-        .map(|(item, d)| SeqRow {
+        .zip(&tracks)
+        .map(|((item, d), track)| SeqRow {
             voice: item.global.as_deref(),
             text: &item.text,
             steps: d,
+            track,
         })
         .collect();
     let input = MsInput::build(config, &rows, device)?;
@@ -202,8 +272,51 @@ pub fn build_batch(
         input,
         targets: Tensor::from_data(TensorData::new(targets, [batch, time, k]), device),
         weights: Tensor::from_data(TensorData::new(weights, [batch, time, k]), device),
+        durations: config.align.as_ref().map(|_| duration_batch(items, device)),
+        shuffled: None,
         steps,
     })
+}
+
+/// The duration predictor's inputs and `ln(1 + units)` targets.
+fn duration_batch(items: &[&MsItem], device: &Device) -> DurationBatch {
+    let batch = items.len();
+    let width = items.iter().map(|i| i.text.len()).max().unwrap_or(1);
+    let mut ids = vec![0i64; batch * width];
+    let mut mask = vec![false; batch * width];
+    let mut target = vec![0f32; batch * width];
+    for (b, item) in items.iter().enumerate() {
+        let units = item.durations.as_deref().unwrap_or_default();
+        for (k, (&t, &u)) in item.text.iter().zip(units).enumerate() {
+            let at = b * width + k;
+            ids[at] = i64::from(t);
+            mask[at] = true;
+            target[at] = (u as f32).ln_1p();
+        }
+    }
+    DurationBatch {
+        ids: Tensor::from_data(TensorData::new(ids, [batch, width]), device),
+        mask: Tensor::from_data(TensorData::new(mask, [batch, width]), device),
+        target: Tensor::from_data(TensorData::new(target, [batch, width]), device),
+    }
+}
+
+/// Item `b` with the text (and alignment, stretched to its length) of `other`.
+fn with_text_of(config: &MultiStreamConfig, item: &MsItem, other: &MsItem) -> MsItem {
+    let durations = match (&config.align, &other.durations) {
+        (Some(a), Some(d)) => {
+            let units = item.codes.n_frames * a.units_per_frame;
+            Some(rescale_durations(d, units))
+        }
+        _ => None,
+    };
+    MsItem {
+        id: item.id.clone(),
+        text: other.text.clone(),
+        codes: item.codes.clone(),
+        global: item.global.clone(),
+        durations,
+    }
 }
 
 /// Per-stream cross-entropy over the positions with a target, and its mean over streams.
@@ -251,6 +364,7 @@ pub struct MultiStreamData {
     lengths: Vec<usize>,
     config: MultiStreamConfig,
     bucket: BucketConfig,
+    shuffled: bool,
 }
 
 impl MultiStreamData {
@@ -292,7 +406,16 @@ impl MultiStreamData {
             lengths,
             config: config.clone(),
             bucket,
+            shuffled: false,
         })
+    }
+
+    /// Adds to every batch the same audio with the next item's text and alignment (stretched
+    /// to the audio): validation then reports `streams_shuffled_text` beside `streams` (the mean over streams), the check that the model
+    /// uses its text.
+    pub fn with_shuffled_text(mut self) -> Self {
+        self.shuffled = true;
+        self
     }
 
     /// Number of utterances.
@@ -330,7 +453,21 @@ impl BatchSource<MsBatch> for MultiStreamData {
             TrainError::task(format!("batch {index} of epoch {epoch} does not exist"))
         })?;
         let items: Vec<&MsItem> = indices.iter().map(|&i| &self.items[i]).collect();
-        build_batch(&self.config, &items, device).map_err(TrainError::task)
+        let mut batch = build_batch(&self.config, &items, device).map_err(TrainError::task)?;
+        if self.shuffled && self.items.len() > 1 {
+            // Item i takes the text of the item after it in the corpus (never its own).
+            let swapped: Vec<MsItem> = indices
+                .iter()
+                .map(|&i| {
+                    let other = &self.items[(i + 1) % self.items.len()];
+                    with_text_of(&self.config, &self.items[i], other)
+                })
+                .collect();
+            let refs: Vec<&MsItem> = swapped.iter().collect();
+            let shuffled = build_batch(&self.config, &refs, device).map_err(TrainError::task)?;
+            batch.shuffled = Some(Box::new(shuffled));
+        }
+        Ok(batch)
     }
 }
 
@@ -374,16 +511,30 @@ impl TrainTask for MultiStreamTask {
         _phase: usize,
     ) -> voxspec_train::Result<Losses> {
         let logits = model.forward(&batch.input).map_err(TrainError::task)?;
-        let (total, per_stream) =
+        let (mut total, per_stream) =
             multistream_loss(logits, batch.targets.clone(), batch.weights.clone());
-        Ok(Losses {
-            total,
-            terms: per_stream
-                .into_iter()
-                .enumerate()
-                .map(|(j, ce)| (format!("stream{j}"), ce))
-                .collect(),
-        })
+        let mut terms: Vec<(String, Tensor<1>)> = per_stream
+            .into_iter()
+            .enumerate()
+            .map(|(j, ce)| (format!("stream{j}"), ce))
+            .collect();
+        terms.push(("streams".into(), total.clone()));
+        if let (Some(predictor), Some(d)) = (&model.duration, &batch.durations) {
+            let predicted = predictor
+                .forward(d.ids.clone(), d.mask.clone())
+                .map_err(TrainError::task)?;
+            let loss = duration_loss(predicted, d);
+            let weight = self.model.align.as_ref().map_or(1.0, |a| a.duration_weight);
+            total = total + loss.clone() * weight;
+            terms.push(("duration".into(), loss));
+        }
+        if let Some(shuffled) = &batch.shuffled {
+            let logits = model.forward(&shuffled.input).map_err(TrainError::task)?;
+            let (mean, _) =
+                multistream_loss(logits, shuffled.targets.clone(), shuffled.weights.clone());
+            terms.push(("streams_shuffled_text".into(), mean));
+        }
+        Ok(Losses { total, terms })
     }
 
     fn config(&self) -> serde_json::Value {

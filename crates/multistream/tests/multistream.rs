@@ -47,6 +47,7 @@ fn item(id: &str, text: Vec<u32>, streams: &[Vec<u32>], global: Option<Vec<f32>>
         text,
         codes: Codes::new(streams.len(), frames, data).expect("codes"),
         global,
+        durations: None,
     }
 }
 
@@ -106,6 +107,7 @@ fn forward_shapes_and_bad_input() {
         voice: None,
         text: &[1],
         steps: &steps,
+        track: &[],
     };
     assert!(matches!(
         model.input(&config, &[row]),
@@ -115,6 +117,7 @@ fn forward_shapes_and_bad_input() {
         voice: Some(&[0.0; 3]),
         text: &[1],
         steps: &[],
+        track: &[],
     };
     let err = model
         .input(&config, &[row])
@@ -125,6 +128,7 @@ fn forward_shapes_and_bad_input() {
         voice: None,
         text: &[TEXT_VOCAB as u32],
         steps: &[],
+        track: &[],
     };
     assert!(model.input(&config, &[row]).is_err());
     let two = vec![vec![0u32]; 2];
@@ -132,6 +136,7 @@ fn forward_shapes_and_bad_input() {
         voice: None,
         text: &[],
         steps: &two,
+        track: &[],
     };
     assert!(model.input(&config, &[row]).is_err(), "2 streams of 3");
     assert!(model.input(&config, &[]).is_err());
@@ -283,6 +288,7 @@ fn cached_forward_equals_full_forward() {
                 voice: Some(&voice),
                 text: &text,
                 steps: &delayed,
+                track: &[],
             }],
         )
         .expect("input");
@@ -298,6 +304,7 @@ fn cached_forward_equals_full_forward() {
                 voice: Some(&voice),
                 text: &text,
                 steps: &prefill_steps,
+                track: &[],
             }],
         )
         .expect("prefill");
@@ -317,6 +324,7 @@ fn cached_forward_equals_full_forward() {
                     voice: None,
                     text: &[],
                     steps: &block,
+                    track: &[],
                 }],
             )
             .expect("block");
@@ -343,6 +351,7 @@ fn cached_forward_equals_full_forward() {
                 voice: None,
                 text: &[],
                 steps: &rest,
+                track: &[],
             }],
         )
         .expect("rest");
@@ -372,6 +381,7 @@ fn cached_forward_equals_full_forward() {
                 voice: None,
                 text: &[],
                 steps: &wrong,
+                track: &[],
             }],
         )
         .expect("wrong");
@@ -524,6 +534,7 @@ fn overfit_and_decode(delay: usize) {
                 voice: it.global.as_deref(),
                 prompt: &[],
                 max_frames: 30,
+                durations: None,
             },
         )
         .expect("decode");
@@ -538,6 +549,7 @@ fn overfit_and_decode(delay: usize) {
                 voice: it.global.as_deref(),
                 prompt: &prompt,
                 max_frames: 30,
+                durations: None,
             },
         )
         .expect("decode with prompt");
@@ -556,6 +568,7 @@ fn overfit_and_decode(delay: usize) {
             voice: items[1].global.as_deref(),
             prompt: &[],
             max_frames: 5,
+            durations: None,
         },
     )
     .expect("decode");
@@ -570,6 +583,7 @@ fn overfit_and_decode(delay: usize) {
             voice: None,
             prompt: &[],
             max_frames: 5,
+            durations: None,
         },
     );
     assert!(bad.is_err());

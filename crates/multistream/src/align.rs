@@ -1,0 +1,241 @@
+//! The step track of an aligned multi-stream LM: the phones each coming frame speaks.
+//!
+//! A small codec LM trained on minutes of speech does not learn to align text and speech by
+//! attention alone (the main job's AR model scores chance without it; see
+//! `recipes/libritts/MODEL_CARD.md`). As the aligned single-stream model does with its phone
+//! track, an aligned [`crate::MultiStreamModel`] is told at every speech step which phones the
+//! frames it is about to produce speak, from per-phone durations (forced alignments in
+//! training, its own [`voxspec_mtp::DurationPredictor`] at inference).
+//!
+//! Frames of a multi-stream codec are long (120 ms holds one to three phones), so durations are
+//! kept in finer *units* (`units_per_frame` per frame: 6 units of 20 ms at 120 ms) and a frame
+//! lists every phone that overlaps it:
+//!
+//! ```text
+//! phones p_0 … p_{L-1}, durations u_0 … u_{L-1} units, b_k = u_0 + … + u_k, T = ⌈b_{L-1} / r⌉
+//! frame f covers units [f·r, (f+1)·r); it speaks phone k when b_{k-1} < (f+1)·r and b_k > f·r
+//!   (a zero-length phone when f·r ≤ b_k < (f+1)·r)
+//! step s (stream 0 predicts frame s there): for w in 0..W, i in 0..m,
+//!     slot q = w·m + i,   id = q·(V+1) + (the i-th phone of frame s + w, or V when none / f ≥ T)
+//! voice and text positions: NONE = W·m·(V+1) in every slot
+//! ```
+//!
+//! Stream `j > 0` predicts frame `s − d·j` at step `s`: its phones were given `d·j` steps
+//! earlier and stay in the causal context. The ids are a function of the step index alone, so a
+//! cache truncated to any length needs no other rollback.
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Embedding, EmbeddingConfig};
+use burn::tensor::{Device, Int, Tensor};
+use serde::{Deserialize, Serialize};
+
+/// Settings of the step track and the duration predictor of an aligned multi-stream LM.
+#[derive(Config, Debug, PartialEq)]
+pub struct MsAlignConfig {
+    /// Duration units per codec frame `r` (frame_ms / 20 for 20 ms units).
+    #[config(default = 6)]
+    pub units_per_frame: usize,
+    /// Phones listed per frame `m` (more are dropped; 120 ms frames rarely hold more than 3).
+    #[config(default = 4)]
+    pub phones_per_frame: usize,
+    /// Frames shown at each step `W` (the frame stream 0 predicts and the next `W − 1`).
+    #[config(default = 2)]
+    pub frames_ahead: usize,
+    /// Layers of the duration predictor's bidirectional encoder.
+    #[config(default = 2)]
+    pub duration_layers: usize,
+    /// Weight of the duration loss (MSE of ln(1 + units)).
+    #[config(default = 1.0)]
+    pub duration_weight: f32,
+}
+
+impl MsAlignConfig {
+    /// Ids per position: `W · m`.
+    pub fn slots(&self) -> usize {
+        self.frames_ahead * self.phones_per_frame
+    }
+
+    /// Rows of the track embedding over a text vocabulary of `vocab`.
+    pub fn rows(&self, vocab: usize) -> usize {
+        self.slots() * (vocab + 1) + 1
+    }
+
+    /// The id of a position that is not a speech step.
+    pub fn none_id(&self, vocab: usize) -> u32 {
+        (self.slots() * (vocab + 1)) as u32
+    }
+
+    /// Checks the fields.
+    ///
+    /// # Errors
+    /// A message naming the field that is 0.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, value) in [
+            ("units_per_frame", self.units_per_frame),
+            ("phones_per_frame", self.phones_per_frame),
+            ("frames_ahead", self.frames_ahead),
+        ] {
+            if value == 0 {
+                return Err(format!("align.{name} must be at least 1"));
+            }
+        }
+        if !(self.duration_weight.is_finite() && self.duration_weight >= 0.0) {
+            return Err(format!(
+                "align.duration_weight must be finite and >= 0, got {}",
+                self.duration_weight
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The phones of every frame of one utterance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepTrack {
+    /// Per frame, the phones that overlap it, in order (at most `m`).
+    frames: Vec<Vec<u32>>,
+    /// Phones that did not fit in their frame's `m` slots.
+    dropped: usize,
+}
+
+impl StepTrack {
+    /// The track of `phones` lasting `units` units each (equal lengths, checked by the caller)
+    /// at `config`'s units per frame and phones per frame.
+    pub fn new(phones: &[u32], units: &[u32], config: &MsAlignConfig) -> Self {
+        let r = config.units_per_frame.max(1);
+        let total: usize = units.iter().map(|&u| u as usize).sum();
+        let n_frames = total.div_ceil(r);
+        let mut frames = vec![Vec::new(); n_frames];
+        let mut dropped = 0;
+        let mut start = 0usize;
+        for (&phone, &u) in phones.iter().zip(units) {
+            let end = start + u as usize;
+            let (first, last) = if end > start {
+                (start / r, (end - 1) / r)
+            } else {
+                // A zero-length phone belongs to the frame its boundary falls in.
+                let f = (start / r).min(n_frames.saturating_sub(1));
+                (f, f)
+            };
+            for slot in frames.iter_mut().take(last + 1).skip(first) {
+                if slot.len() < config.phones_per_frame {
+                    slot.push(phone);
+                } else {
+                    dropped += 1;
+                }
+            }
+            start = end;
+        }
+        Self { frames, dropped }
+    }
+
+    /// Frames of speech `T`.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Phone occurrences that did not fit their frame's slots.
+    pub fn dropped(&self) -> usize {
+        self.dropped
+    }
+
+    /// Appends the `W · m` ids of speech step `step` (over a text vocabulary of `vocab`).
+    pub fn push_step(&self, step: usize, vocab: usize, config: &MsAlignConfig, out: &mut Vec<u32>) {
+        let (m, v1) = (config.phones_per_frame, vocab + 1);
+        for w in 0..config.frames_ahead {
+            let phones = self.frames.get(step + w).map_or(&[][..], Vec::as_slice);
+            for i in 0..m {
+                let q = w * m + i;
+                let phone = phones.get(i).map_or(vocab, |&p| p as usize);
+                out.push((q * v1 + phone) as u32);
+            }
+        }
+    }
+
+    /// The ids of steps `from .. from + n`, `[n][W · m]` flattened.
+    pub fn steps(&self, from: usize, n: usize, vocab: usize, config: &MsAlignConfig) -> Vec<u32> {
+        let mut out = Vec::with_capacity(n * config.slots());
+        for s in from..from + n {
+            self.push_step(s, vocab, config, &mut out);
+        }
+        out
+    }
+}
+
+/// Learned embeddings of the track ids, summed per position.
+#[derive(Module, Debug)]
+pub struct StepTrackEmbedding {
+    /// `rows × d_model`.
+    pub embedding: Embedding,
+}
+
+impl StepTrackEmbedding {
+    /// A fresh embedding for `config` over a text vocabulary of `vocab`, width `d_model`.
+    pub fn init(config: &MsAlignConfig, vocab: usize, d_model: usize, device: &Device) -> Self {
+        Self {
+            embedding: EmbeddingConfig::new(config.rows(vocab), d_model).init(device),
+        }
+    }
+
+    /// Sum of the embeddings of each position's ids, scaled by 1/√slots.
+    ///
+    /// # Shapes
+    /// - `ids`: `[batch, time, slots]`
+    /// - output: `[batch, time, d_model]`
+    pub fn forward(&self, ids: Tensor<3, Int>) -> Tensor<3> {
+        let [batch, time, slots] = ids.dims();
+        let x = self.embedding.forward(ids.reshape([batch, time * slots]));
+        let d = x.dims()[2];
+        x.reshape([batch, time, slots, d])
+            .sum_dim(2)
+            .reshape([batch, time, d])
+            .mul_scalar(1.0 / (slots as f64).sqrt())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MsAlignConfig, StepTrack};
+
+    #[test]
+    fn frames_list_every_overlapping_phone() {
+        // r = 3 units per frame; phones 7 (2 units), 8 (0 units), 9 (4 units), 10 (1 unit)
+        // units: 7 7 9 | 9 9 9 | 10 → frame 0 = [7, 8, 9] (8 at the boundary, unit 2),
+        // frame 1 = [9], frame 2 = [10]
+        let c = MsAlignConfig::new()
+            .with_units_per_frame(3)
+            .with_phones_per_frame(3)
+            .with_frames_ahead(2);
+        let t = StepTrack::new(&[7, 8, 9, 10], &[2, 0, 4, 1], &c);
+        assert_eq!(t.frames(), 3);
+        assert_eq!(t.frames, vec![vec![7, 8, 9], vec![9], vec![10]]);
+        assert_eq!(t.dropped(), 0);
+        let v = 11; // vocabulary; NONE marker V = 11, slot q ids q·12 + phone
+        let ids = t.steps(1, 3, v, &c);
+        // step 1: frame 1 = [9, -, -], frame 2 = [10, -, -]
+        assert_eq!(&ids[..6], &[9, 12 + 11, 24 + 11, 36 + 10, 48 + 11, 60 + 11]);
+        // step 2: frame 2 then END
+        assert_eq!(&ids[6..9], &[10, 12 + 11, 24 + 11]);
+        assert_eq!(&ids[9..12], &[36 + 11, 48 + 11, 60 + 11]);
+        // step 3 is past T: all END
+        assert!(
+            ids[12..]
+                .iter()
+                .enumerate()
+                .all(|(q, &id)| id as usize == q * 12 + 11)
+        );
+        assert_eq!(c.none_id(v), 72);
+        assert_eq!(c.rows(v), 73);
+    }
+
+    #[test]
+    fn phones_beyond_the_slots_are_counted() {
+        let c = MsAlignConfig::new()
+            .with_units_per_frame(6)
+            .with_phones_per_frame(2);
+        let t = StepTrack::new(&[1, 2, 3, 4], &[1, 1, 1, 3], &c);
+        assert_eq!(t.frames(), 1);
+        assert_eq!(t.dropped(), 2);
+    }
+}
