@@ -25,6 +25,7 @@ mod tokenizer;
 mod train_cmd;
 mod train_lm;
 mod train_loop;
+mod train_ms;
 mod vocoder_cmd;
 mod vocoder_eval;
 

@@ -30,6 +30,8 @@ pub enum TrainCommand {
     Nar(crate::train_lm::NarArgs),
     /// Fine-tune a draft model cut from a trained AR model's layers.
     Draft(crate::train_lm::DraftArgs),
+    /// Train the delayed multi-stream LM on a SoCodec-style codec's tokens.
+    Multistream(crate::train_ms::MultiStreamArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -107,6 +109,7 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
         TrainCommand::Mtp(args) => crate::train_lm::mtp(args),
         TrainCommand::Nar(args) => crate::train_lm::nar(args),
         TrainCommand::Draft(args) => crate::train_lm::draft(args),
+        TrainCommand::Multistream(args) => crate::train_ms::multistream(args),
     }
 }
 

@@ -45,19 +45,19 @@ pub enum LmPreset {
 pub struct LmCommon {
     /// Prepared data directory (train.jsonl, dev.jsonl from `voxspec prepare`).
     #[arg(long, value_name = "DIR")]
-    data: PathBuf,
+    pub(crate) data: PathBuf,
     /// Token store directory (`voxspec codec extract`), with train-*.safetensors shards.
     #[arg(long, value_name = "DIR")]
-    tokens: PathBuf,
+    pub(crate) tokens: PathBuf,
     /// Text tokenizer (default: <DATA>/tokenizer.json).
     #[arg(long, value_name = "FILE")]
-    tokenizer: Option<PathBuf>,
+    pub(crate) tokenizer: Option<PathBuf>,
     /// Run directory.
     #[arg(long, short, value_name = "DIR")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// At most this many padded positions (items × longest sequence) per batch.
     #[arg(long, default_value_t = 8192)]
-    max_tokens: usize,
+    pub(crate) max_tokens: usize,
     #[command(flatten, next_help_heading = "Training loop")]
     pub(crate) train: LoopArgs,
 }
@@ -135,15 +135,17 @@ pub struct DraftArgs {
 }
 
 /// Loaded pairs of the train and dev splits, and the tokenizer.
-struct Pairs {
-    tokenizer: TextTokenizer,
-    train: Vec<TtsItem>,
-    dev: Vec<TtsItem>,
-    n_q: usize,
-    codebook: usize,
+pub(crate) struct Pairs {
+    pub(crate) tokenizer: TextTokenizer,
+    pub(crate) train: Vec<TtsItem>,
+    pub(crate) dev: Vec<TtsItem>,
+    pub(crate) n_q: usize,
+    pub(crate) codebook: usize,
+    /// Codec frames per second of the token store.
+    pub(crate) frame_rate: f32,
 }
 
-fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
+pub(crate) fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
     let tokenizer_path = common
         .tokenizer
         .clone()
@@ -187,12 +189,13 @@ fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
         dev,
         n_q: meta.n_q,
         codebook: meta.codebook_size as usize,
+        frame_rate: meta.frame_rate,
     })
 }
 
 /// The settings of the run in `--out`: those saved by the run when resuming (`--resume`, with
 /// checkpoints there), else `settings`, saved for a later resume.
-fn run_settings<T: Serialize + DeserializeOwned>(
+pub(crate) fn run_settings<T: Serialize + DeserializeOwned>(
     common: &LmCommon,
     kind: &str,
     settings: T,
@@ -218,7 +221,7 @@ fn run_settings<T: Serialize + DeserializeOwned>(
     }
 }
 
-fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {
+pub(crate) fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {
     BucketConfig {
         max_items: common.train.batch,
         max_padded_len: common.max_tokens,
@@ -236,7 +239,7 @@ fn train_config(common: &LmCommon, freeze: Vec<String>) -> TrainConfig {
 
 /// Runs the loop on `devices` (data-parallel when there are several) with a progress bar and
 /// Ctrl-C handling; returns the trained model (plain device) and whether the run finished.
-fn train<T: TrainTask>(
+pub(crate) fn train<T: TrainTask>(
     common: &LmCommon,
     task: T,
     freeze: Vec<String>,
@@ -274,7 +277,7 @@ fn train<T: TrainTask>(
 /// utterance and a target utterance each as long as the longest training pair (text + SEP +
 /// codes), which is what synthesis with an acoustic prompt feeds it. Positions are rotary, so
 /// this adds no parameters.
-fn seq_capacity(pairs: &Pairs, preset: usize) -> usize {
+pub(crate) fn seq_capacity(pairs: &Pairs, preset: usize) -> usize {
     let longest = pairs
         .train
         .iter()

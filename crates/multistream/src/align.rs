@@ -163,6 +163,51 @@ impl StepTrack {
     }
 }
 
+/// Per-phone durations in track units from an alignment's phone end times (seconds), for an
+/// utterance of `frames` codec frames of `units_per_frame` units at `unit_rate` units per
+/// second: boundaries rounded to units, the total kept within the last frame (`(frames − 1)·r
+/// < total ≤ frames·r`; the codec pads the last frame) by moving the last phone's end.
+///
+/// # Errors
+/// A message when `ends` is empty, not finite, decreasing, or ends more than one frame away
+/// from the codes.
+pub fn alignment_units(
+    ends: &[f64],
+    unit_rate: f64,
+    frames: usize,
+    units_per_frame: usize,
+) -> Result<Vec<u32>, String> {
+    let Some(&last) = ends.last() else {
+        return Err("the alignment has no phones".into());
+    };
+    if ends.iter().any(|e| !e.is_finite() || *e < 0.0) || ends.windows(2).any(|w| w[1] < w[0])
+    {
+        return Err("alignment end times must be finite, non-negative and increasing".into());
+    }
+    let r = units_per_frame.max(1);
+    let (lo, hi) = ((frames.max(1) - 1) * r + 1, frames * r);
+    let want = ((last * unit_rate).round() as usize).clamp(lo, hi);
+    if (last * unit_rate).round() as usize > hi + r || ((last * unit_rate).round() as usize) + r < lo
+    {
+        return Err(format!(
+            "the alignment ends at {last:.3} s, the codes have {frames} frames of {:.3} s",
+            r as f64 / unit_rate
+        ));
+    }
+    let mut prev = 0usize;
+    let mut out = Vec::with_capacity(ends.len());
+    for (k, &e) in ends.iter().enumerate() {
+        let b = if k + 1 == ends.len() {
+            want.max(prev)
+        } else {
+            ((e * unit_rate).round() as usize).clamp(prev, want)
+        };
+        out.push((b - prev) as u32);
+        prev = b;
+    }
+    Ok(out)
+}
+
 /// Learned embeddings of the track ids, summed per position.
 #[derive(Module, Debug)]
 pub struct StepTrackEmbedding {
@@ -196,7 +241,20 @@ impl StepTrackEmbedding {
 
 #[cfg(test)]
 mod tests {
-    use super::{MsAlignConfig, StepTrack};
+    use super::{MsAlignConfig, StepTrack, alignment_units};
+
+    #[test]
+    fn units_from_an_alignment_fit_the_frames() {
+        // 50 units/s, 6 units per frame, 3 frames → total in (12, 18].
+        let u = alignment_units(&[0.1, 0.15, 0.33], 50.0, 3, 6).expect("fits");
+        assert_eq!(u, vec![5, 3, 9]);
+        // Ends short of the padded last frame: total raised into it, never below 13.
+        let u = alignment_units(&[0.1, 0.2], 50.0, 3, 6).expect("fits");
+        assert_eq!(u.iter().sum::<u32>(), 13);
+        assert!(alignment_units(&[0.1, 0.9], 50.0, 3, 6).is_err());
+        assert!(alignment_units(&[], 50.0, 3, 6).is_err());
+        assert!(alignment_units(&[0.2, 0.1], 50.0, 3, 6).is_err());
+    }
 
     #[test]
     fn frames_list_every_overlapping_phone() {

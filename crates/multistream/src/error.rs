@@ -34,6 +34,9 @@ pub enum MultiStreamError {
     /// The delay pattern refused a layout.
     #[error(transparent)]
     Data(#[from] DataError),
+    /// Saving or loading a model directory failed.
+    #[error(transparent)]
+    Files(#[from] voxspec_train::TrainError),
     /// Reading a tensor back to the host failed.
     #[error("cannot read tensor data: {0}")]
     Readback(String),

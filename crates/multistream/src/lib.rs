@@ -22,13 +22,17 @@
 pub mod align;
 pub mod decode;
 pub mod error;
+pub mod files;
 pub mod input;
 pub mod model;
 pub mod train;
 
-pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding};
+pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding, alignment_units};
 pub use decode::{DecodeRequest, greedy_decode, request_track};
 pub use error::{MultiStreamError, Result};
+pub use files::{
+    MULTISTREAM_DRAFT_KIND, MULTISTREAM_KIND, MsFile, load_multistream, save_multistream,
+};
 pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
 pub use model::{MultiStreamConfig, MultiStreamModel};
 pub use train::{

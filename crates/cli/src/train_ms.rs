@@ -1,0 +1,269 @@
+//! `voxspec train multistream`: the delayed multi-stream LM on the tokens of a SoCodec-style
+//! codec (`voxspec codec extract` with a `--kind socodec` codec), through the one training loop.
+//!
+//! Every utterance is conditioned on its voice vector (the codec's global encoder over the
+//! utterance's own recording, as SoCodec trains it) and, for an aligned model, on the phones of
+//! the coming frames (durations from the manifest's forced alignments in 20 ms units). The run
+//! directory ends with the model directory (`config.json` kind `multistream` +
+//! `model.safetensors`) and `tokenizer.json`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use voxspec_data::{BucketConfig, TtsItem};
+use voxspec_multistream::{
+    MsAlignConfig, MsFile, MsItem, MultiStreamConfig, MultiStreamData, MultiStreamTask,
+    MultiStreamTaskConfig, alignment_units, save_multistream,
+};
+
+use voxspec_data::Progress;
+
+use crate::progress::Bar;
+use crate::train_lm::{AlignmentMode, LmCommon, LmPreset};
+
+/// Train the delayed multi-stream LM (SoCodec §4): text (phones) and the K streams of a
+/// multi-stream codec's tokens in one sequence, stream j delayed by d·j steps, one head per
+/// stream, voiced by the codec's global embedding of each utterance. Writes the model directory
+/// and tokenizer.json into --out.
+#[derive(Debug, Args)]
+pub struct MultiStreamArgs {
+    #[command(flatten)]
+    common: LmCommon,
+    /// The SoCodec-style codec that made the tokens: its global encoder gives every utterance
+    /// its voice vector, and synthesis decodes with it.
+    #[arg(long, value_name = "DIR")]
+    codec: PathBuf,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "small")]
+    preset: LmPreset,
+    /// Streams modelled (the first K of the token store; default all).
+    #[arg(long)]
+    streams: Option<usize>,
+    /// Delay step d: stream j is delayed by d·j steps (0: no delay, the paper's ablation).
+    #[arg(long, default_value_t = 1)]
+    delay: usize,
+    /// Aligned model: every speech step sees the phones of the frames ahead and a duration
+    /// predictor is trained alongside (needs a phoneme tokenizer and alignments in the
+    /// manifest). auto: aligned when at least 90 % of the training utterances have them.
+    #[arg(long, value_enum, default_value = "auto")]
+    alignment: AlignmentMode,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MultiStreamSettings {
+    model: MultiStreamConfig,
+    task: MultiStreamTaskConfig,
+    codec: String,
+}
+
+/// Duration units of 20 ms per codec frame (1 for a codec of 50 Hz or more).
+fn units_per_frame(frame_rate: f32) -> usize {
+    ((50.0 / f64::from(frame_rate)).round() as usize).max(1)
+}
+
+/// The voice vector of every utterance of `ids` from its own recording.
+fn voices(
+    codec_dir: &Path,
+    data: &Path,
+    ids: &HashMap<&str, ()>,
+) -> anyhow::Result<(usize, HashMap<String, Vec<f32>>)> {
+    let device = crate::device::single()?;
+    let (config, codec) = crate::socodec_cmd::load(codec_dir, &device)
+        .with_context(|| format!("loading the codec {}", codec_dir.display()))?;
+    let mut out = HashMap::new();
+    let mut short = 0usize;
+    let bar = Bar::with_len(ids.len() as u64, "voice vectors");
+    for split in ["train", "dev"] {
+        for u in crate::train_cmd::read_split(data, split, false)? {
+            if !ids.contains_key(u.id.as_str()) {
+                continue;
+            }
+            let samples = crate::codec_cmd::read_audio(Path::new(&u.path), config.mel.sample_rate)
+                .with_context(|| format!("utterance {}", u.id))?;
+            match codec.voice(&config, &samples, &device) {
+                Ok(v) => {
+                    let v = v
+                        .into_data()
+                        .try_into_vec::<f32>()
+                        .map_err(|e| anyhow::anyhow!("voice vector of {}: {e:?}", u.id))?;
+                    out.insert(u.id, v);
+                }
+                Err(e) => {
+                    tracing::warn!(id = %u.id, "no voice vector: {e}");
+                    short += 1;
+                }
+            }
+            bar.inc(1);
+        }
+    }
+    bar.finish();
+    if short > 0 {
+        println!("{short} utterances are shorter than the codec's voice window: left out");
+    }
+    Ok((config.latent_dim, out))
+}
+
+/// Items of `pairs` with their voice vectors and (aligned) durations in units.
+fn items(
+    pairs: &[TtsItem],
+    voices: &HashMap<String, Vec<f32>>,
+    units: &HashMap<String, Vec<u32>>,
+    aligned: bool,
+) -> Vec<MsItem> {
+    let mut out = MsItem::from_tts(pairs, Some(voices));
+    for item in &mut out {
+        item.durations = units.get(&item.id).cloned();
+    }
+    out.retain(|i| i.global.is_some() && (!aligned || i.durations.is_some()));
+    out
+}
+
+pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
+    let common = &args.common;
+    let pairs = crate::train_lm::load_pairs(common)?;
+    let streams = args.streams.unwrap_or(pairs.n_q);
+    anyhow::ensure!(
+        (1..=pairs.n_q).contains(&streams),
+        "--streams {streams}: the token store {} has {} streams",
+        common.tokens.display(),
+        pairs.n_q
+    );
+    let r = units_per_frame(pairs.frame_rate);
+    let unit_rate = f64::from(pairs.frame_rate) * r as f64;
+    // Durations in units from the manifests' alignments (the pairs carry them in frames).
+    let mut units = HashMap::new();
+    let mut misaligned = 0usize;
+    let frames: HashMap<&str, (usize, bool)> = pairs
+        .train
+        .iter()
+        .chain(&pairs.dev)
+        .map(|i| (i.id.as_str(), (i.codes.n_frames, i.durations.is_some())))
+        .collect();
+    for split in ["train", "dev"] {
+        for u in crate::train_cmd::read_split(&common.data, split, false)? {
+            let (Some(a), Some(&(n, true))) = (&u.alignment, frames.get(u.id.as_str())) else {
+                continue;
+            };
+            match alignment_units(&a.ends, unit_rate, n, r) {
+                Ok(d) => {
+                    units.insert(u.id.clone(), d);
+                }
+                Err(detail) => {
+                    tracing::warn!(id = %u.id, %detail, "alignment not used");
+                    misaligned += 1;
+                }
+            }
+        }
+    }
+    let with_units = pairs
+        .train
+        .iter()
+        .filter(|i| units.contains_key(&i.id))
+        .count();
+    let aligned = match args.alignment {
+        AlignmentMode::Off => false,
+        AlignmentMode::Auto => with_units > 0 && with_units * 10 >= pairs.train.len() * 9,
+        AlignmentMode::On => {
+            anyhow::ensure!(
+                with_units == pairs.train.len(),
+                "--alignment on: {} of {} training utterances have no usable alignment (they \
+                 need a phoneme tokenizer and alignments in the manifest: `voxspec prepare` \
+                 with TextGrids)",
+                pairs.train.len() - with_units,
+                pairs.train.len()
+            );
+            true
+        }
+    };
+    println!(
+        "multi-stream LM: {streams} streams at {:.0} ms, delay {}, {} ({with_units} of {} \
+         training utterances aligned{})",
+        1000.0 / pairs.frame_rate,
+        args.delay,
+        if aligned {
+            "aligned (step track + duration predictor)"
+        } else {
+            "plain (alignment left to attention)"
+        },
+        pairs.train.len(),
+        if misaligned > 0 {
+            format!(", {misaligned} alignments refused")
+        } else {
+            String::new()
+        }
+    );
+    let ids: HashMap<&str, ()> = frames.keys().map(|&k| (k, ())).collect();
+    let (global_dim, voices) = voices(&args.codec, &common.data, &ids)?;
+    let train_items = items(&pairs.train, &voices, &units, aligned);
+    let dev_items = items(&pairs.dev, &voices, &units, aligned);
+    anyhow::ensure!(
+        !train_items.is_empty(),
+        "no training utterance has both a voice vector and (aligned) durations"
+    );
+    println!(
+        "{} training and {} dev utterances",
+        train_items.len(),
+        dev_items.len()
+    );
+
+    let vocab = pairs.tokenizer.vocab_size();
+    let mut model = match args.preset {
+        LmPreset::Tiny => MultiStreamConfig::tiny(vocab, pairs.codebook, streams),
+        LmPreset::Small => MultiStreamConfig::small(vocab, pairs.codebook, streams),
+        LmPreset::Base => MultiStreamConfig::base(vocab, pairs.codebook, streams),
+    }
+    .with_delay(args.delay)
+    .with_global_dim(global_dim);
+    if aligned {
+        model.align = Some(MsAlignConfig::new().with_units_per_frame(r));
+    }
+    let longest = train_items
+        .iter()
+        .chain(&dev_items)
+        .map(|i| 1 + i.text.len() + 1 + i.codes.n_frames + args.delay * streams)
+        .max()
+        .unwrap_or(0);
+    model.transformer.max_seq_len = model.transformer.max_seq_len.max(2 * longest + 16);
+    let settings = crate::train_lm::run_settings(
+        common,
+        "multistream",
+        MultiStreamSettings {
+            model,
+            task: MultiStreamTaskConfig {
+                bucket: crate::train_lm::bucket(common, true),
+            },
+            codec: args.codec.display().to_string(),
+        },
+    )?;
+    let valid_bucket = BucketConfig {
+        shuffle: false,
+        ..settings.task.bucket.clone()
+    };
+    let task = MultiStreamTask {
+        model: settings.model.clone(),
+        task: settings.task.clone(),
+        train: MultiStreamData::new(train_items, &settings.model, settings.task.bucket.clone())?,
+        valid: if dev_items.is_empty() {
+            None
+        } else {
+            Some(
+                MultiStreamData::new(dev_items, &settings.model, valid_bucket)?
+                    .with_shuffled_text(),
+            )
+        },
+    };
+    let (model, _) =
+        crate::train_lm::train(common, task, Vec::new(), &crate::device::training())?;
+    let file = MsFile {
+        model: settings.model,
+        codec: Some(settings.codec),
+        draft: None,
+    };
+    save_multistream(&common.out, &file, &model)?;
+    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    println!("model: {}", common.out.join("model.safetensors").display());
+    Ok(())
+}
