@@ -20,6 +20,7 @@ mod serve;
 mod socodec_cmd;
 mod stats;
 mod synth;
+mod synth_ms;
 mod teacher_cmd;
 mod tokenizer;
 mod train_cmd;

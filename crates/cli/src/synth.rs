@@ -203,56 +203,87 @@ pub enum DecoderKind {
 pub struct SynthesizeArgs {
     /// The sentence to speak (--out is then a WAV file).
     #[arg(long)]
-    text: Option<String>,
+    pub(crate) text: Option<String>,
     /// One sentence per line (blank lines skipped): --out is then a folder that receives
     /// NNNN.wav per line and manifest.jsonl (index, text, wav, codes, seconds, stop).
     #[arg(long, value_name = "FILE")]
-    text_file: Option<PathBuf>,
-    /// Reference recording whose codes condition the NAR stage (any rate; resampled).
+    pub(crate) text_file: Option<PathBuf>,
+    /// Reference recording whose codes condition the NAR stage (any rate; resampled); for a
+    /// multi-stream LM, the recording whose voice vector it speaks with.
     #[arg(long, value_name = "WAV")]
-    prompt: Option<PathBuf>,
+    pub(crate) prompt: Option<PathBuf>,
     /// Transcript of --prompt: the AR model then continues the reference too.
     #[arg(long, requires = "prompt")]
-    prompt_text: Option<String>,
+    pub(crate) prompt_text: Option<String>,
     /// Decoding strategy of the AR stage.
     #[arg(long, value_enum, default_value_t = DecoderKind::MtpViterbi)]
-    decoder: DecoderKind,
+    pub(crate) decoder: DecoderKind,
     /// Tokens per forward (MTP heads used; the model needs at least this many).
     #[arg(long, default_value_t = 4)]
-    heads: usize,
+    pub(crate) heads: usize,
     /// Candidates per head for Viterbi path selection.
     #[arg(long, default_value_t = 5)]
-    top_k: usize,
+    pub(crate) top_k: usize,
     /// Draft model of sd, ssd and pcg (`voxspec train draft`).
     #[arg(long, value_name = "DIR")]
-    draft: Option<PathBuf>,
+    pub(crate) draft: Option<PathBuf>,
     /// Tokens the draft proposes per verification (sd, ssd, pcg).
     #[arg(long, default_value_t = 3)]
-    gamma: usize,
+    pub(crate) gamma: usize,
     /// SSD tolerance β (ssd).
     #[arg(long, default_value_t = 0.4)]
-    beta: f32,
+    pub(crate) beta: f32,
     /// PCG similarity threshold θ in (−1, 1) (pcg) [default: the θ of mean group size 4.5].
     #[arg(long, allow_hyphen_values = true)]
-    theta: Option<f32>,
+    pub(crate) theta: Option<f32>,
     /// Seed of the sampler (line i of --text-file uses seed + i).
     #[arg(long, default_value_t = 0)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Output WAV file (--text) or folder (--text-file).
     #[arg(long, short, value_name = "PATH")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     #[command(flatten)]
-    models: ModelArgs,
+    pub(crate) models: ModelArgs,
     #[command(flatten)]
-    sampling: SamplingArgs,
+    pub(crate) sampling: SamplingArgs,
     #[command(flatten)]
-    lengths: LengthArgs,
+    pub(crate) lengths: LengthArgs,
+    /// Multi-stream LMs: the vocoder that turns the codec's log-mel into audio.
+    #[arg(long, value_name = "DIR", default_value = "checkpoints/vocoder-minitts")]
+    pub(crate) vocoder: PathBuf,
+    /// Multi-stream LMs: Griffin-Lim instead of the vocoder.
+    #[arg(long)]
+    pub(crate) griffin_lim: bool,
     /// Make the audio in chunks, as a server streams it, and report the time to the first
     /// chunk (the output file is the chunks joined).
     #[arg(long)]
-    stream: bool,
+    pub(crate) stream: bool,
     #[command(flatten)]
-    streaming: StreamArgs,
+    pub(crate) streaming: StreamArgs,
+}
+
+/// The sentences of `--text` or `--text-file` (for a file, `--out` is created as a folder).
+pub(crate) fn sentences(args: &SynthesizeArgs) -> anyhow::Result<Vec<String>> {
+    Ok(match (&args.text, &args.text_file) {
+        (Some(text), _) => vec![text.clone()],
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading the text file {}", file.display()))?;
+            let lines: Vec<String> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            if lines.is_empty() {
+                bail!("{} has no sentence (every line is blank)", file.display());
+            }
+            std::fs::create_dir_all(&args.out)
+                .with_context(|| format!("creating the output folder {}", args.out.display()))?;
+            lines
+        }
+        (None, None) => bail!("give --text or --text-file"),
+    })
 }
 
 /// One line of the manifest `synthesize --text-file` writes.
@@ -272,6 +303,11 @@ struct SynthesizedLine {
 }
 
 pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
+    if let Some(dir) = &args.models.model
+        && crate::synth_ms::is_multistream(dir)
+    {
+        return crate::synth_ms::synthesize(&args);
+    }
     let device = crate::device::single()?;
     let sampler = args.sampling.config()?;
     let speculative = |rule| {
@@ -341,26 +377,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         Some(p) => Some(pipeline.encode_prompt(p, args.prompt_text.as_deref())?),
         None => None,
     };
-    let lines: Vec<String> = match (&args.text, &args.text_file) {
-        (Some(text), _) => vec![text.clone()],
-        (None, Some(file)) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading the text file {}", file.display()))?;
-            let lines: Vec<String> = text
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect();
-            if lines.is_empty() {
-                bail!("{} has no sentence (every line is blank)", file.display());
-            }
-            std::fs::create_dir_all(&args.out)
-                .with_context(|| format!("creating the output folder {}", args.out.display()))?;
-            lines
-        }
-        (None, None) => bail!("give --text or --text-file"),
-    };
+    let lines = sentences(&args)?;
     let stream = args.streaming.config()?;
     let mut manifest = Vec::new();
     for (index, line) in lines.iter().enumerate() {

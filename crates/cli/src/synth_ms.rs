@@ -1,0 +1,269 @@
+//! Speech from a delayed multi-stream LM: text (phones) → voice vector of a reference
+//! recording → the LM (any frame decoder) → SoCodec decoder → vocoder. `voxspec synthesize`
+//! comes here when `--model` is a multi-stream LM directory; `bench decode --multistream` too.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::tensor::{Device, Tensor, TensorData};
+use voxspec_codec::socodec::{MelToWave, SoCodec, SoCodecConfig};
+use voxspec_data::TextTokenizer;
+use voxspec_multistream::{MsFile, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream};
+
+/// Whether `dir` holds a multi-stream LM (or draft).
+pub(crate) fn is_multistream(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("config.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(String::from))
+        .is_some_and(|k| k.starts_with("multistream"))
+}
+
+/// Everything that turns text into audio with a multi-stream LM.
+pub(crate) struct MsPipeline {
+    pub(crate) tokenizer: TextTokenizer,
+    pub(crate) file: MsFile,
+    pub(crate) model: MultiStreamModel,
+    pub(crate) codec_config: SoCodecConfig,
+    pub(crate) codec: SoCodec,
+    pub(crate) render: MelToWave,
+    pub(crate) device: Device,
+}
+
+/// One utterance's result.
+pub(crate) struct MsSpeech {
+    /// Frames `[streams][T]`.
+    pub(crate) frames: Vec<Vec<u32>>,
+    /// Waveform at the codec's rate.
+    pub(crate) samples: Vec<f32>,
+    /// Wall seconds of the LM (durations + decoding).
+    pub(crate) lm_seconds: f64,
+    /// Wall seconds of the codec decoder and vocoder.
+    pub(crate) rest_seconds: f64,
+}
+
+impl MsPipeline {
+    /// Loads the LM in `model_dir`, its tokenizer, the codec (`codec` or the one the model
+    /// was trained on) and the vocoder (or Griffin-Lim).
+    pub(crate) fn load(
+        model_dir: &Path,
+        codec: Option<&Path>,
+        vocoder: &Path,
+        griffin_lim: bool,
+        device: &Device,
+    ) -> anyhow::Result<Self> {
+        let (file, model) = load_multistream(model_dir, device)
+            .with_context(|| format!("loading the multi-stream LM {}", model_dir.display()))?;
+        let tok = model_dir.join("tokenizer.json");
+        let tokenizer = TextTokenizer::load(&tok)
+            .with_context(|| format!("loading the tokenizer {}", tok.display()))?;
+        let codec_dir = match (codec, &file.codec) {
+            (Some(c), _) => c.to_path_buf(),
+            (None, Some(c)) => PathBuf::from(c),
+            (None, None) => anyhow::bail!(
+                "{} does not name its codec: pass --codec <DIR>",
+                model_dir.display()
+            ),
+        };
+        let (codec_config, codec) = crate::socodec_cmd::load(&codec_dir, device)
+            .with_context(|| format!("loading the codec {}", codec_dir.display()))?;
+        anyhow::ensure!(
+            codec.n_streams() >= file.model.streams
+                && codec.stream_vocab() == file.model.codebook_size,
+            "the codec {} has {} streams of {} tokens; the LM reads {} of {}",
+            codec_dir.display(),
+            codec.n_streams(),
+            codec.stream_vocab(),
+            file.model.streams,
+            file.model.codebook_size
+        );
+        let render = crate::socodec_cmd::renderer(vocoder, griffin_lim, &codec_config, device)?;
+        Ok(Self {
+            tokenizer,
+            file,
+            model,
+            codec_config,
+            codec,
+            render,
+            device: device.clone(),
+        })
+    }
+
+    /// The LM's configuration.
+    pub(crate) fn config(&self) -> &MultiStreamConfig {
+        &self.file.model
+    }
+
+    /// The codec's sample rate.
+    pub(crate) fn sample_rate(&self) -> u32 {
+        self.codec_config.mel.sample_rate
+    }
+
+    /// Text ids of a sentence.
+    pub(crate) fn text_ids(&self, text: &str) -> anyhow::Result<Vec<u32>> {
+        anyhow::ensure!(!text.trim().is_empty(), "the text is empty");
+        Ok(self.tokenizer.encode(text)?)
+    }
+
+    /// The voice vector of a reference recording.
+    pub(crate) fn voice(&self, reference: &Path) -> anyhow::Result<Vec<f32>> {
+        let samples = crate::codec_cmd::read_audio(reference, self.sample_rate())?;
+        let v = self
+            .codec
+            .voice(&self.codec_config, &samples, &self.device)
+            .with_context(|| format!("the reference {}", reference.display()))?;
+        v.into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| anyhow::anyhow!("voice vector: {e:?}"))
+    }
+
+    /// Predicted durations (aligned models) and the frame limit of a text.
+    pub(crate) fn plan(&self, text: &[u32]) -> anyhow::Result<(Option<Vec<u32>>, usize)> {
+        match &self.config().align {
+            Some(align) => {
+                let units = self
+                    .model
+                    .duration
+                    .as_ref()
+                    .context("the aligned model has no duration predictor")?
+                    .predict(text, 1.0)?;
+                let frames = StepTrack::new(text, &units, align).frames();
+                // The track ends at its last frame; allow a few frames for the model's EOS.
+                Ok((Some(units), frames + 4))
+            }
+            // At most ~3 frames per phone (120 ms frames).
+            None => Ok((None, 3 * text.len() + 8)),
+        }
+    }
+
+    /// Tokens → audio with a voice.
+    pub(crate) fn render(&self, frames: &[Vec<u32>], voice: &[f32]) -> anyhow::Result<Vec<f32>> {
+        let global = Tensor::<2>::from_data(
+            TensorData::new(voice.to_vec(), [1, voice.len()]),
+            &self.device,
+        );
+        let (mel, n) = self
+            .codec
+            .decode_tokens(&self.codec_config, frames, global, &self.device)?;
+        Ok(self.render.render(&mel, n)?)
+    }
+
+    /// Speaks `text` with `voice` using `decode` for the LM stage (text, durations, frame limit
+    /// → frames).
+    pub(crate) fn speak(
+        &self,
+        text: &[u32],
+        voice: &[f32],
+        decode: &mut dyn FnMut(&[u32], Option<&[u32]>, usize) -> anyhow::Result<Vec<Vec<u32>>>,
+    ) -> anyhow::Result<MsSpeech> {
+        let start = Instant::now();
+        let (durations, max_frames) = self.plan(text)?;
+        let frames = decode(text, durations.as_deref(), max_frames)?;
+        let lm_seconds = start.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            frames.first().is_some_and(|f| !f.is_empty()),
+            "the LM ended speech before its first frame"
+        );
+        let start = Instant::now();
+        let samples = self.render(&frames, voice)?;
+        Ok(MsSpeech {
+            frames,
+            samples,
+            lm_seconds,
+            rest_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// `voxspec synthesize` with a multi-stream LM (`--model` holds one).
+pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<()> {
+    use crate::synth::DecoderKind;
+    let device = crate::device::single()?;
+    let model_dir = args
+        .models
+        .model
+        .as_deref()
+        .context("--model names the multi-stream LM")?;
+    let pipeline = MsPipeline::load(
+        model_dir,
+        args.models.codec.as_deref(),
+        &args.vocoder,
+        args.griffin_lim,
+        &device,
+    )?;
+    let reference = args.prompt.as_deref().context(
+        "a multi-stream LM speaks with the voice of a reference recording: pass --prompt <WAV>",
+    )?;
+    let voice = pipeline.voice(reference)?;
+    let sampler = args.sampling.config()?;
+    anyhow::ensure!(
+        matches!(args.decoder, DecoderKind::Ar) && sampler.is_greedy(),
+        "multi-stream LMs decode with --decoder ar --temperature 0 for now"
+    );
+    let lines = crate::synth::sentences(args)?;
+    let mut manifest = String::new();
+    for (index, line) in lines.iter().enumerate() {
+        let text = pipeline
+            .text_ids(line)
+            .with_context(|| format!("line {} ({line:?})", index + 1))?;
+        let config = pipeline.config();
+        let mut decode = |text: &[u32], durations: Option<&[u32]>, max_frames: usize| {
+            Ok(voxspec_multistream::greedy_decode(
+                &pipeline.model,
+                config,
+                &voxspec_multistream::DecodeRequest {
+                    text,
+                    voice: Some(&voice),
+                    prompt: &[],
+                    max_frames,
+                    durations,
+                },
+            )?)
+        };
+        let out = pipeline.speak(&text, &voice, &mut decode)?;
+        let wav = if args.text_file.is_some() {
+            args.out.join(format!("{:04}.wav", index + 1))
+        } else {
+            args.out.clone()
+        };
+        let rate = pipeline.sample_rate();
+        let seconds = out.samples.len() as f64 / f64::from(rate);
+        let n_frames = out.frames[0].len();
+        voxspec_audio::write_wav(
+            &wav,
+            &voxspec_audio::Audio::new(out.samples, rate),
+            voxspec_audio::WavFormat::Pcm16,
+        )?;
+        println!(
+            "multistream ar: {n_frames} frames × {} streams ({seconds:.2} s) → {}; LM RTF {:.3}, \
+             codec + vocoder {:.2} s",
+            out.frames.len(),
+            wav.display(),
+            out.lm_seconds / seconds.max(1e-9),
+            out.rest_seconds
+        );
+        if args.text_file.is_some() {
+            let txt = wav.with_extension("txt");
+            std::fs::write(&txt, format!("{line}\n"))
+                .with_context(|| format!("writing {}", txt.display()))?;
+            let record = serde_json::json!({
+                "index": index + 1,
+                "text": line,
+                "wav": wav.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "frames": n_frames,
+                "seconds": seconds,
+                "lm_seconds": out.lm_seconds,
+            });
+            manifest.push_str(&record.to_string());
+            manifest.push('\n');
+        }
+    }
+    if args.text_file.is_some() {
+        let path = args.out.join("manifest.jsonl");
+        voxspec_data::write_atomic(&path, manifest.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("{} sentences → {}", lines.len(), path.display());
+    }
+    Ok(())
+}
