@@ -15,10 +15,14 @@
 //!   with a second model, [`SelfSpeculativeDecoder`] with the model's own MTP heads;
 //!   [`acceptance`] estimates acceptance offline from teacher-forced distributions.
 //! - [`score`]: the target's NLL of generated tokens, a quality proxy for benchmarks.
+//! - [`frames`]: delayed multi-stream (SoCodec / MusicGen pattern) decoding over a
+//!   [`FrameModel`]: [`FrameArDecoder`] and [`FrameSpeculativeDecoder`] (every stream of a
+//!   drafted step verified on its own with any [`AcceptanceRule`]), the toy [`TableFrameLm`].
 
 pub mod ar;
 pub mod decoder;
 pub mod error;
+pub mod frames;
 pub mod lm;
 pub mod mtp;
 pub mod sampler;
@@ -32,6 +36,11 @@ pub use decoder::{
     DecodeStats, Decoder, Generation, Limits, ModelCall, Request, Sequence, StopReason,
 };
 pub use error::{InferError, Result};
+pub use frames::{
+    FrameArDecoder, FrameDecoder, FrameGeneration, FrameLogits, FrameModel, FrameRequest,
+    FrameSpeculativeDecoder, FrameStats, FrameStop, TableFrameCache, TableFrameLm,
+    TableFrameLmConfig, check_columns,
+};
 pub use lm::{LanguageModel, Logits, LogitsRequest, check_blocks};
 pub use mtp::MtpDecoder;
 pub use sampler::{RasConfig, SamplerConfig};

@@ -437,7 +437,7 @@ impl LanguageModel for TableLm {
 }
 
 /// SplitMix64's finaliser: a bijective 64-bit mix.
-fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -445,7 +445,7 @@ fn mix(mut z: u64) -> u64 {
 }
 
 /// A uniform value in `[-1, 1)` for entry `v` of the row keyed by `key`.
-fn uniform(key: u64, v: usize) -> f32 {
+pub(crate) fn uniform(key: u64, v: usize) -> f32 {
     let bits = mix(key ^ (v as u64).wrapping_mul(0xd6e8_feb8_6659_fd93)) >> 40;
     (bits as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
 }

@@ -171,15 +171,7 @@ fn verify_with_trials<P: AsRef<[f32]>, Q: AsRef<[f32]>>(
     };
     for (i, &x) in drafts.iter().enumerate() {
         let (p, q) = (draft[i].as_ref(), target[i].as_ref());
-        let step = match rule {
-            AcceptanceRule::Exact => ratio_step(x, p, q, 0.0, rng),
-            AcceptanceRule::Tolerance { beta } => ratio_step(x, p, q, f64::from(*beta), rng),
-            AcceptanceRule::Typical { eps, delta } => typical_step(x, q, *eps, *delta, rng),
-            AcceptanceRule::Groups(groups) => {
-                group_step(groups, x, p, q, rng, max_trials, &mut verdict)
-            }
-        };
-        match step {
+        match rule_step(rule, x, p, q, rng, max_trials, &mut verdict) {
             Step::Keep => verdict.accepted += 1,
             Step::Stop(token) => {
                 verdict.next = token;
@@ -251,6 +243,68 @@ pub fn acceptance_probability(rule: &AcceptanceRule, p: &[f32], q: &[f32]) -> Re
 enum Step {
     Keep,
     Stop(u32),
+}
+
+/// One position of any rule: keep `x` or stop with the token emitted instead. PCG records its
+/// group label and thinning draws in `verdict`.
+fn rule_step(
+    rule: &AcceptanceRule,
+    x: u32,
+    p: &[f32],
+    q: &[f32],
+    rng: &mut StdRng,
+    max_trials: usize,
+    verdict: &mut Verdict,
+) -> Step {
+    match rule {
+        AcceptanceRule::Exact => ratio_step(x, p, q, 0.0, rng),
+        AcceptanceRule::Tolerance { beta } => ratio_step(x, p, q, f64::from(*beta), rng),
+        AcceptanceRule::Typical { eps, delta } => typical_step(x, q, *eps, *delta, rng),
+        AcceptanceRule::Groups(groups) => group_step(groups, x, p, q, rng, max_trials, verdict),
+    }
+}
+
+/// The outcome of verifying one drafted token on its own ([`verify_position`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PositionVerdict {
+    /// `None` when the draft token is kept, else the token emitted in its place (the
+    /// correction; for PCG with `q(x) = 0`, the redraw inside the accepted group).
+    pub replacement: Option<u32>,
+    /// Candidate draws of the PCG residual sampler (0 for the other rules).
+    pub trials: usize,
+}
+
+/// Verifies one drafted token `x ~ p` against the target's `q` with exactly the per-position
+/// step [`verify`] applies at each position of a block (no bonus draw): the multi-stream
+/// decoders verify every stream of a drafted step independently with it. The caller validates
+/// `rule` once ([`AcceptanceRule::validate`]).
+///
+/// # Errors
+/// [`InferError::InvalidRequest`] when `p` and `q` differ in length or are empty, `x` is
+/// outside them, or `p(x)` is not positive.
+pub(crate) fn verify_position(
+    rule: &AcceptanceRule,
+    x: u32,
+    p: &[f32],
+    q: &[f32],
+    rng: &mut StdRng,
+) -> Result<PositionVerdict> {
+    check_inputs(&[x], &[p], &[q, q])?;
+    let mut verdict = Verdict {
+        accepted: 0,
+        next: 0,
+        trials: 0,
+        fallback: false,
+        groups: Vec::new(),
+    };
+    let replacement = match rule_step(rule, x, p, q, rng, MAX_THINNING_TRIALS, &mut verdict) {
+        Step::Keep => None,
+        Step::Stop(token) => Some(token),
+    };
+    Ok(PositionVerdict {
+        replacement,
+        trials: verdict.trials,
+    })
 }
 
 fn check_inputs<P: AsRef<[f32]>, Q: AsRef<[f32]>>(
