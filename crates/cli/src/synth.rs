@@ -249,7 +249,11 @@ pub struct SynthesizeArgs {
     #[command(flatten)]
     pub(crate) lengths: LengthArgs,
     /// Multi-stream LMs: the vocoder that turns the codec's log-mel into audio.
-    #[arg(long, value_name = "DIR", default_value = "checkpoints/vocoder-minitts")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "checkpoints/vocoder-minitts"
+    )]
     pub(crate) vocoder: PathBuf,
     /// Multi-stream LMs: Griffin-Lim instead of the vocoder.
     #[arg(long)]

@@ -9,7 +9,9 @@ use anyhow::Context;
 use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_codec::socodec::{MelToWave, SoCodec, SoCodecConfig};
 use voxspec_data::TextTokenizer;
-use voxspec_multistream::{MsFile, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream};
+use voxspec_multistream::{
+    MsFile, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
+};
 
 /// Whether `dir` holds a multi-stream LM (or draft).
 pub(crate) fn is_multistream(dir: &Path) -> bool {
@@ -143,9 +145,9 @@ impl MsPipeline {
             TensorData::new(voice.to_vec(), [1, voice.len()]),
             &self.device,
         );
-        let (mel, n) = self
-            .codec
-            .decode_tokens(&self.codec_config, frames, global, &self.device)?;
+        let (mel, n) =
+            self.codec
+                .decode_tokens(&self.codec_config, frames, global, &self.device)?;
         Ok(self.render.render(&mel, n)?)
     }
 

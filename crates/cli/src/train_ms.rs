@@ -291,8 +291,7 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
             )
         },
     };
-    let (model, _) =
-        crate::train_lm::train(common, task, Vec::new(), &crate::device::training())?;
+    let (model, _) = crate::train_lm::train(common, task, Vec::new(), &crate::device::training())?;
     let file = MsFile {
         model: settings.model,
         codec: Some(settings.codec),

@@ -180,14 +180,14 @@ pub fn alignment_units(
     let Some(&last) = ends.last() else {
         return Err("the alignment has no phones".into());
     };
-    if ends.iter().any(|e| !e.is_finite() || *e < 0.0) || ends.windows(2).any(|w| w[1] < w[0])
-    {
+    if ends.iter().any(|e| !e.is_finite() || *e < 0.0) || ends.windows(2).any(|w| w[1] < w[0]) {
         return Err("alignment end times must be finite, non-negative and increasing".into());
     }
     let r = units_per_frame.max(1);
     let (lo, hi) = ((frames.max(1) - 1) * r + 1, frames * r);
     let want = ((last * unit_rate).round() as usize).clamp(lo, hi);
-    if (last * unit_rate).round() as usize > hi + r || ((last * unit_rate).round() as usize) + r < lo
+    if (last * unit_rate).round() as usize > hi + r
+        || ((last * unit_rate).round() as usize) + r < lo
     {
         return Err(format!(
             "the alignment ends at {last:.3} s, the codes have {frames} frames of {:.3} s",

@@ -21,19 +21,23 @@
 
 pub mod align;
 pub mod decode;
+pub mod draft;
 pub mod error;
 pub mod files;
 pub mod input;
+pub mod lm;
 pub mod model;
 pub mod train;
 
 pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding, alignment_units};
 pub use decode::{DecodeRequest, greedy_decode, request_track};
+pub use draft::{cut_draft, draft_freeze_patterns};
 pub use error::{MultiStreamError, Result};
 pub use files::{
     MULTISTREAM_DRAFT_KIND, MULTISTREAM_KIND, MsFile, load_multistream, save_multistream,
 };
 pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
+pub use lm::{MsCache, MsFrameLm, MsPrompt};
 pub use model::{MultiStreamConfig, MultiStreamModel};
 pub use train::{
     MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch,

@@ -5,10 +5,16 @@
 
 use burn::tensor::Device;
 use voxspec_data::{BucketConfig, Codes};
+use voxspec_draft::DraftSpec;
+use voxspec_infer::{
+    AcceptanceRule, FrameArDecoder, FrameDecoder, FrameRequest, FrameSpeculativeDecoder,
+    SamplerConfig, SpeculativeConfig,
+};
 use voxspec_multistream::{
     DecodeRequest, MsAlignConfig, MsItem, MultiStreamConfig, MultiStreamData, MultiStreamTask,
     MultiStreamTaskConfig, SeqRow, greedy_decode,
 };
+use voxspec_multistream::{MsFrameLm, MsPrompt, MultiStreamModel, cut_draft};
 use voxspec_train::{BatchSource, LrSchedule, OptimConfig, TrainConfig, TrainTask, Trainer};
 
 const TEXT_VOCAB: usize = 12;
@@ -171,6 +177,8 @@ fn aligned_model_overfits_decodes_with_its_durations_and_needs_its_text() {
         assert_eq!(got, want, "utterance {}", it.id);
     }
 
+    frame_decoders_agree_with_greedy_decoding(&model, &config);
+
     // The diagnostic: the same audio with the other utterance's text and alignment.
     let valid = MultiStreamData::new(items(), &config, bucket())
         .expect("data")
@@ -197,5 +205,76 @@ fn aligned_model_overfits_decodes_with_its_durations_and_needs_its_text() {
     assert!(
         shuffled > 10.0 * true_text + 0.3,
         "the model ignores its text: {shuffled} vs {true_text}"
+    );
+}
+
+/// The `voxspec-infer` frame decoders on the real model: greedy AR through the adapter equals
+/// the crate's own greedy loop, and greedy speculation with a draft cut from the target's first
+/// layer (rejections do happen: it is not the target) equals greedy AR token for token.
+fn frame_decoders_agree_with_greedy_decoding(model: &MultiStreamModel, config: &MultiStreamConfig) {
+    let target = MsFrameLm { model, config };
+    let (draft_config, draft_model) =
+        cut_draft(model, config, &DraftSpec::parse("0").expect("spec")).expect("draft");
+    let draft = MsFrameLm {
+        model: &draft_model,
+        config: &draft_config,
+    };
+    // An untrained draft of the same shape disagrees often: rollbacks are exercised.
+    let device = burn::tensor::Device::flex();
+    device.seed(99);
+    let random_model = config.init(&device).expect("model");
+    let random = MsFrameLm {
+        model: &random_model,
+        config,
+    };
+    let greedy = SamplerConfig::greedy();
+    let mut rejected = 0usize;
+    for it in items() {
+        let prompt =
+            MsPrompt::new(model, config, &it.text, None, it.durations.as_deref()).expect("prompt");
+        let reference = greedy_decode(
+            model,
+            config,
+            &DecodeRequest {
+                text: &it.text,
+                voice: None,
+                prompt: &[],
+                max_frames: 30,
+                durations: it.durations.as_deref(),
+            },
+        )
+        .expect("decode");
+        let request = FrameRequest::new(prompt, 30, 0);
+        let ar = FrameArDecoder::new()
+            .generate(&target, &request, &greedy)
+            .expect("frame AR");
+        assert_eq!(ar.frames, reference, "utterance {}", it.id);
+        for gamma in [1, 3] {
+            for rule in [
+                AcceptanceRule::Exact,
+                AcceptanceRule::Tolerance { beta: 0.4 },
+            ] {
+                let config = SpeculativeConfig::new(gamma, rule);
+                let cut = FrameSpeculativeDecoder::new(draft, config.clone())
+                    .expect("decoder")
+                    .generate(&target, &request, &greedy)
+                    .expect("speculative");
+                assert_eq!(cut.frames, ar.frames, "utterance {}, γ {gamma}", it.id);
+                if gamma == 3 {
+                    assert!(cut.stats.target_forwards < ar.stats.target_forwards);
+                }
+                let out = FrameSpeculativeDecoder::new(random, config)
+                    .expect("decoder")
+                    .generate(&target, &request, &greedy)
+                    .expect("speculative");
+                assert_eq!(out.frames, ar.frames, "utterance {}, γ {gamma}", it.id);
+                let s = &out.stats;
+                rejected += s.drafted.iter().sum::<usize>() - s.accepted.iter().sum::<usize>();
+            }
+        }
+    }
+    assert!(
+        rejected > 0,
+        "the cut draft never disagreed: the test would not see a bad rollback"
     );
 }
