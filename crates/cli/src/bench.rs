@@ -35,6 +35,10 @@ pub enum BenchCommand {
     /// tokens per forward, acceptance, CER of the synthesised audio by the CTC teacher and the
     /// target's NLL; JSON, a markdown table and PNG plots.
     Decode(Box<crate::bench_decode::DecodeBenchArgs>),
+    /// The delayed multi-stream LM's frame decoders (AR, speculative) on a split's sentences:
+    /// LM real-time factor, time per frame, frames per forward, acceptance, CER and forced
+    /// choice; optionally beside the main job's single-stream AR model in the same run.
+    Multistream(Box<crate::bench_ms::MultiStreamBenchArgs>),
     /// Codec encode and decode speed: real-time factors on 10 s of speech (or speech-like
     /// synthetic audio).
     Codec(crate::bench_codec::CodecBenchArgs),
@@ -120,6 +124,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
         BenchCommand::Decode(a) => crate::bench_decode::run(*a),
+        BenchCommand::Multistream(a) => crate::bench_ms::run(*a),
         BenchCommand::Codec(a) => crate::bench_codec::run(a),
         BenchCommand::Serve(a) => crate::serve::bench(a),
     }

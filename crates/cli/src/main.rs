@@ -7,6 +7,7 @@ mod bench_accept;
 mod bench_codec;
 mod bench_decode;
 mod bench_model;
+mod bench_ms;
 mod codec_cmd;
 mod codec_eval;
 mod device;

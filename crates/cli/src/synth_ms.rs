@@ -9,9 +9,88 @@ use anyhow::Context;
 use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_codec::socodec::{MelToWave, SoCodec, SoCodecConfig};
 use voxspec_data::TextTokenizer;
-use voxspec_multistream::{
-    MsFile, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
+use voxspec_infer::{
+    AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameRequest,
+    FrameSpeculativeDecoder, SamplerConfig, SpeculativeConfig,
 };
+use voxspec_multistream::{
+    MsFile, MsFrameLm, MsPrompt, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
+};
+
+/// A draft multi-stream LM (`voxspec train multistream --target`).
+pub(crate) struct MsDraft {
+    pub(crate) config: MultiStreamConfig,
+    pub(crate) model: MultiStreamModel,
+}
+
+/// Loads a draft and checks it against the pipeline's target.
+pub(crate) fn load_draft(
+    dir: &Path,
+    target: &MsPipeline,
+    device: &Device,
+) -> anyhow::Result<MsDraft> {
+    let (file, model) = load_multistream(dir, device)
+        .with_context(|| format!("loading the draft {}", dir.display()))?;
+    let (d, t) = (&file.model, target.config());
+    anyhow::ensure!(
+        d.streams == t.streams
+            && d.codebook_size == t.codebook_size
+            && d.delay == t.delay
+            && d.text_vocab == t.text_vocab
+            && d.global_dim == t.global_dim
+            && d.align == t.align,
+        "the draft {} does not read what the target reads (streams, codebook, delay, text, \
+         voice, alignment must match)",
+        dir.display()
+    );
+    Ok(MsDraft {
+        config: file.model,
+        model,
+    })
+}
+
+/// A frame decoder of the multi-stream LM.
+pub(crate) enum MsDecoder<'a> {
+    /// One forward per step.
+    Ar,
+    /// A draft proposes γ steps, the target verifies them in one forward.
+    Speculative {
+        draft: &'a MsDraft,
+        config: SpeculativeConfig,
+    },
+}
+
+impl<'a> MsDecoder<'a> {
+    /// The decoder `synthesize`'s flags ask for.
+    pub(crate) fn from_args(
+        args: &crate::synth::SynthesizeArgs,
+        draft: Option<&'a MsDraft>,
+    ) -> anyhow::Result<Self> {
+        use crate::synth::DecoderKind;
+        let rule = match args.decoder {
+            DecoderKind::Ar => return Ok(Self::Ar),
+            DecoderKind::Sd => AcceptanceRule::Exact,
+            DecoderKind::Ssd => AcceptanceRule::Tolerance { beta: args.beta },
+            other => anyhow::bail!(
+                "--decoder {other:?} is not available for multi-stream LMs (ar, sd, ssd are)"
+            ),
+        };
+        let draft = draft.context("--decoder sd/ssd needs a draft (--draft DIR)")?;
+        let config = SpeculativeConfig::new(args.gamma, rule);
+        config.validate()?;
+        Ok(Self::Speculative { draft, config })
+    }
+
+    /// Short name for logs and tables.
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Self::Ar => "ar".into(),
+            Self::Speculative { config, .. } => {
+                format!("{} γ={}", config.rule.name(), config.gamma)
+            }
+        }
+    }
+}
 
 /// Whether `dir` holds a multi-stream LM (or draft).
 pub(crate) fn is_multistream(dir: &Path) -> bool {
@@ -151,6 +230,38 @@ impl MsPipeline {
         Ok(self.render.render(&mel, n)?)
     }
 
+    /// Runs the LM stage with `decoder`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn generate(
+        &self,
+        decoder: &MsDecoder<'_>,
+        text: &[u32],
+        voice: &[f32],
+        durations: Option<&[u32]>,
+        max_frames: usize,
+        seed: u64,
+        sampler: &SamplerConfig,
+    ) -> anyhow::Result<FrameGeneration> {
+        let config = self.config();
+        let target = MsFrameLm {
+            model: &self.model,
+            config,
+        };
+        let prompt = MsPrompt::new(&self.model, config, text, Some(voice), durations)?;
+        let request = FrameRequest::new(prompt, max_frames, seed);
+        Ok(match decoder {
+            MsDecoder::Ar => FrameArDecoder::new().generate(&target, &request, sampler)?,
+            MsDecoder::Speculative { draft, config } => {
+                let d = MsFrameLm {
+                    model: &draft.model,
+                    config: &draft.config,
+                };
+                FrameSpeculativeDecoder::new(d, config.clone())?
+                    .generate(&target, &request, sampler)?
+            }
+        })
+    }
+
     /// Speaks `text` with `voice` using `decode` for the LM stage (text, durations, frame limit
     /// → frames).
     pub(crate) fn speak(
@@ -180,7 +291,6 @@ impl MsPipeline {
 
 /// `voxspec synthesize` with a multi-stream LM (`--model` holds one).
 pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<()> {
-    use crate::synth::DecoderKind;
     let device = crate::device::single()?;
     let model_dir = args
         .models
@@ -199,29 +309,26 @@ pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<
     )?;
     let voice = pipeline.voice(reference)?;
     let sampler = args.sampling.config()?;
-    anyhow::ensure!(
-        matches!(args.decoder, DecoderKind::Ar) && sampler.is_greedy(),
-        "multi-stream LMs decode with --decoder ar --temperature 0 for now"
-    );
+    let draft = match &args.draft {
+        Some(dir) => Some(load_draft(dir, &pipeline, &device)?),
+        None => None,
+    };
+    let decoder = MsDecoder::from_args(args, draft.as_ref())?;
     let lines = crate::synth::sentences(args)?;
     let mut manifest = String::new();
     for (index, line) in lines.iter().enumerate() {
         let text = pipeline
             .text_ids(line)
             .with_context(|| format!("line {} ({line:?})", index + 1))?;
-        let config = pipeline.config();
+        let seed = args.seed + index as u64;
+        let mut stats = None;
         let mut decode = |text: &[u32], durations: Option<&[u32]>, max_frames: usize| {
-            Ok(voxspec_multistream::greedy_decode(
-                &pipeline.model,
-                config,
-                &voxspec_multistream::DecodeRequest {
-                    text,
-                    voice: Some(&voice),
-                    prompt: &[],
-                    max_frames,
-                    durations,
-                },
-            )?)
+            let g = pipeline.generate(
+                &decoder, text, &voice, durations, max_frames, seed, &sampler,
+            )?;
+            let frames = g.frames.clone();
+            stats = Some(g.stats);
+            Ok(frames)
         };
         let out = pipeline.speak(&text, &voice, &mut decode)?;
         let wav = if args.text_file.is_some() {
@@ -237,9 +344,11 @@ pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<
             &voxspec_audio::Audio::new(out.samples, rate),
             voxspec_audio::WavFormat::Pcm16,
         )?;
+        let forwards = stats.as_ref().map_or(0, |s| s.target_forwards);
         println!(
-            "multistream ar: {n_frames} frames × {} streams ({seconds:.2} s) → {}; LM RTF {:.3}, \
-             codec + vocoder {:.2} s",
+            "multistream {}: {n_frames} frames × {} streams ({seconds:.2} s) → {}; LM RTF {:.3}, \
+             {forwards} target forwards, codec + vocoder {:.2} s",
+            decoder.label(),
             out.frames.len(),
             wav.display(),
             out.lm_seconds / seconds.max(1e-9),

@@ -14,9 +14,11 @@ use anyhow::Context;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TtsItem};
+use voxspec_draft::DraftSpec;
 use voxspec_multistream::{
     MsAlignConfig, MsFile, MsItem, MultiStreamConfig, MultiStreamData, MultiStreamTask,
-    MultiStreamTaskConfig, alignment_units, save_multistream,
+    MultiStreamTaskConfig, alignment_units, cut_draft, draft_freeze_patterns, load_multistream,
+    save_multistream,
 };
 
 use voxspec_data::Progress;
@@ -50,6 +52,18 @@ pub struct MultiStreamArgs {
     /// manifest). auto: aligned when at least 90 % of the training utterances have them.
     #[arg(long, value_enum, default_value = "auto")]
     alignment: AlignmentMode,
+    /// Dropout of the transformer (default: the preset's). The bundled corpus overfits fast:
+    /// its recipe trains with 0.3.
+    #[arg(long)]
+    dropout: Option<f64>,
+    /// Train a draft for speculative decoding instead: cut from this trained multi-stream LM
+    /// (its run directory), keeping --layers; the lower layers (non-negative indices) and the
+    /// heads train, the rest stays frozen. The model settings above come from the target.
+    #[arg(long, value_name = "DIR")]
+    target: Option<PathBuf>,
+    /// Target layers the draft keeps (with --target), e.g. 0 or 0,-1.
+    #[arg(long, default_value = "0", allow_hyphen_values = true)]
+    layers: String,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -245,6 +259,9 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         dev_items.len()
     );
 
+    if let Some(target) = &args.target {
+        return draft(&args, target, &pairs, train_items, dev_items);
+    }
     let vocab = pairs.tokenizer.vocab_size();
     let mut model = match args.preset {
         LmPreset::Tiny => MultiStreamConfig::tiny(vocab, pairs.codebook, streams),
@@ -253,6 +270,10 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     }
     .with_delay(args.delay)
     .with_global_dim(global_dim);
+    if let Some(p) = args.dropout {
+        anyhow::ensure!((0.0..1.0).contains(&p), "--dropout {p} must be in [0, 1)");
+        model.transformer.dropout = p;
+    }
     if aligned {
         model.align = Some(MsAlignConfig::new().with_units_per_frame(r));
     }
@@ -290,6 +311,7 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
                     .with_shuffled_text(),
             )
         },
+        init: None,
     };
     let (model, _) = crate::train_lm::train(common, task, Vec::new(), &crate::device::training())?;
     let file = MsFile {
@@ -300,5 +322,94 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     save_multistream(&common.out, &file, &model)?;
     pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
     println!("model: {}", common.out.join("model.safetensors").display());
+    Ok(())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct DraftSettings {
+    target: PathBuf,
+    spec: DraftSpec,
+    bucket: BucketConfig,
+}
+
+/// `train multistream --target`: a draft cut from the target's layers.
+fn draft(
+    args: &MultiStreamArgs,
+    target_dir: &Path,
+    pairs: &crate::train_lm::Pairs,
+    train_items: Vec<MsItem>,
+    dev_items: Vec<MsItem>,
+) -> anyhow::Result<()> {
+    let common = &args.common;
+    let device = crate::device::single()?.autodiff();
+    let (target_file, target) = load_multistream(target_dir, &device)
+        .with_context(|| format!("loading the target {}", target_dir.display()))?;
+    anyhow::ensure!(
+        target_file.draft.is_none(),
+        "{} is itself a draft: give the target's run directory",
+        target_dir.display()
+    );
+    let t = &target_file.model;
+    anyhow::ensure!(
+        t.text_vocab == pairs.tokenizer.vocab_size() && t.codebook_size == pairs.codebook,
+        "the target reads {} text tokens and {} codes; the data has {} and {}",
+        t.text_vocab,
+        t.codebook_size,
+        pairs.tokenizer.vocab_size(),
+        pairs.codebook
+    );
+    anyhow::ensure!(
+        t.align.is_none() || train_items.iter().all(|i| i.durations.is_some()),
+        "the target is aligned; the training utterances need alignments"
+    );
+    let spec = DraftSpec::parse(&args.layers)?;
+    let settings = crate::train_lm::run_settings(
+        common,
+        "multistream-draft",
+        DraftSettings {
+            target: target_dir.to_path_buf(),
+            spec,
+            bucket: crate::train_lm::bucket(common, true),
+        },
+    )?;
+    let (config, model) = cut_draft(&target, t, &settings.spec)?;
+    let layers = settings.spec.resolve(t.transformer.n_layers)?;
+    let task = MultiStreamTask {
+        model: config.clone(),
+        task: MultiStreamTaskConfig {
+            bucket: settings.bucket.clone(),
+        },
+        train: MultiStreamData::new(train_items, &config, settings.bucket.clone())?,
+        valid: if dev_items.is_empty() {
+            None
+        } else {
+            let bucket = BucketConfig {
+                shuffle: false,
+                ..settings.bucket.clone()
+            };
+            Some(MultiStreamData::new(dev_items, &config, bucket)?)
+        },
+        init: Some(model),
+    };
+    let freeze = draft_freeze_patterns(&settings.spec)?;
+    let (model, _) = crate::train_lm::train(common, task, freeze, std::slice::from_ref(&device))?;
+    let file = MsFile {
+        model: config,
+        codec: target_file.codec.clone(),
+        draft: Some(serde_json::json!({
+            "target": target_dir.display().to_string(),
+            "layers": layers,
+            "target_n_layers": t.transformer.n_layers,
+            "spec": settings.spec,
+        })),
+    };
+    save_multistream(&common.out, &file, &model)?;
+    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    println!(
+        "draft ({} of {} target layers): {}",
+        layers.len(),
+        t.transformer.n_layers,
+        common.out.join("model.safetensors").display()
+    );
     Ok(())
 }

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 
+use burn::module::Module;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
@@ -482,6 +483,8 @@ pub struct MultiStreamTask {
     pub train: MultiStreamData,
     /// Validation utterances.
     pub valid: Option<MultiStreamData>,
+    /// Starting weights (a draft cut from a target's layers); `None`: fresh ones.
+    pub init: Option<MultiStreamModel>,
 }
 
 impl TrainTask for MultiStreamTask {
@@ -489,7 +492,10 @@ impl TrainTask for MultiStreamTask {
     type Batch = MsBatch;
 
     fn init_model(&self, device: &Device) -> voxspec_train::Result<MultiStreamModel> {
-        self.model.init(device).map_err(TrainError::task)
+        match &self.init {
+            Some(model) => Ok(model.clone().to_device(device)),
+            None => self.model.init(device).map_err(TrainError::task),
+        }
     }
 
     fn train_data(&self) -> &dyn BatchSource<MsBatch> {

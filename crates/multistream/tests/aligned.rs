@@ -124,6 +124,7 @@ fn aligned_model_overfits_decodes_with_its_durations_and_needs_its_text() {
         task: MultiStreamTaskConfig { bucket: bucket() },
         train: data,
         valid: None,
+        init: None,
     };
     let steps = 150;
     let train = TrainConfig {
@@ -188,6 +189,7 @@ fn aligned_model_overfits_decodes_with_its_durations_and_needs_its_text() {
         task: MultiStreamTaskConfig { bucket: bucket() },
         train: MultiStreamData::new(items(), &config, bucket()).expect("data"),
         valid: None,
+        init: None,
     };
     let batch = valid.batch(0, 0, &device).expect("batch");
     assert!(batch.shuffled.is_some());

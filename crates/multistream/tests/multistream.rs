@@ -483,6 +483,7 @@ fn overfit_and_decode(delay: usize) {
         },
         train: MultiStreamData::new(items.clone(), &config, bucket).expect("data"),
         valid: None,
+        init: None,
     };
     let steps = 120;
     let train = TrainConfig {

@@ -214,6 +214,48 @@ impl<'a> Judge<'a> {
     pub fn length_norm(&self) -> LengthNorm {
         self.set.length_norm()
     }
+
+    /// Judges one clip of `transcript` (which must be a candidate) at `rate` Hz: the
+    /// teacher's character errors against it, and whether forced choice picks it out. A clip
+    /// shorter than `min_samples` has nothing to hear: every character deleted, not identified.
+    ///
+    /// # Errors
+    /// [`TtsError::Bench`] when the transcript is not a candidate; the teacher's errors.
+    pub fn judge(
+        &self,
+        transcript: &str,
+        samples: &[f32],
+        rate: u32,
+        min_samples: usize,
+    ) -> Result<(ErrorCounts, bool)> {
+        let own = self
+            .set
+            .position(self.teacher.tokenizer(), transcript)?
+            .ok_or_else(|| TtsError::Bench {
+                what: format!("{transcript:?}"),
+                reason: "the transcript is not among the candidates".into(),
+            })?;
+        let reference = self.teacher.normalize(transcript)?;
+        if samples.len() < min_samples.max(1) {
+            return Ok((ErrorCounts::between("", &reference), false));
+        }
+        let resampled;
+        let wave = if self.teacher.sample_rate() == rate {
+            samples
+        } else {
+            resampled = voxspec_audio::resample(samples, rate, self.teacher.sample_rate())?;
+            &resampled
+        };
+        let verdict = self
+            .teacher
+            .forced_choice(&self.set, &[wave], &[own])?
+            .pop()
+            .ok_or_else(|| TtsError::Bench {
+                what: format!("{transcript:?}"),
+                reason: "the teacher gave no verdict".into(),
+            })?;
+        Ok((verdict.errors, verdict.choice.identified))
+    }
 }
 
 /// Settings of one benchmark run.
@@ -348,21 +390,17 @@ pub fn run_decode_bench(
         .iter()
         .map(|s| parts.build(s, &pipeline.lm))
         .collect::<Result<Vec<Box<dyn Decoder<ArEngine>>>>>()?;
-    let own = match judge {
-        Some(j) => utterances
-            .iter()
-            .map(|u| {
-                j.set
-                    .position(j.teacher.tokenizer(), &u.text)?
-                    .ok_or_else(|| TtsError::Bench {
-                        what: format!("utterance {}", u.id),
-                        reason: "its transcript is not among the candidates".into(),
-                    })
-            })
-            .collect::<Result<Vec<usize>>>()?,
-        None => Vec::new(),
-    };
-
+    // Every transcript must be a candidate: checked before any decoding.
+    if let Some(j) = judge {
+        for u in utterances {
+            if j.set.position(j.teacher.tokenizer(), &u.text)?.is_none() {
+                return Err(TtsError::Bench {
+                    what: format!("utterance {}", u.id),
+                    reason: "its transcript is not among the candidates".into(),
+                });
+            }
+        }
+    }
     let mut tallies = vec![Tally::default(); specs.len()];
     let rate = pipeline.sample_rate();
     progress.start(
@@ -375,10 +413,6 @@ pub fn run_decode_bench(
             reason: e.to_string(),
         })?;
         let request = pipeline.request(&text, None, &settings.lengths, settings.seed + i as u64)?;
-        let reference = match judge {
-            Some(j) => Some(j.teacher.normalize(&u.text)?),
-            None => None,
-        };
         for (tally, decoder) in tallies.iter_mut().zip(decoders.iter_mut()) {
             let out =
                 pipeline.synthesize(decoder.as_mut(), &request, &text, None, &settings.sampler)?;
@@ -393,30 +427,11 @@ pub fn run_decode_bench(
             tally
                 .nll
                 .merge(sequence_nll(&pipeline.ar, &request.prompt, &g.tokens, eos)?);
-            if let (Some(j), Some(reference)) = (judge, &reference) {
-                if out.samples.len() < pipeline.codec_config.hop_length() {
-                    // Nothing to hear: every character deleted, the sentence not identified.
-                    tally.errors += ErrorCounts::between("", reference);
-                } else {
-                    let resampled;
-                    let wave = if j.teacher.sample_rate() == rate {
-                        &out.samples
-                    } else {
-                        resampled =
-                            voxspec_audio::resample(&out.samples, rate, j.teacher.sample_rate())?;
-                        &resampled
-                    };
-                    let verdict = j
-                        .teacher
-                        .forced_choice(&j.set, &[wave.as_slice()], &[own[i]])?
-                        .pop()
-                        .ok_or_else(|| TtsError::Bench {
-                            what: format!("utterance {}", u.id),
-                            reason: "the teacher gave no verdict".into(),
-                        })?;
-                    tally.errors += verdict.errors;
-                    tally.identified += usize::from(verdict.choice.identified);
-                }
+            if let Some(j) = judge {
+                let min = pipeline.codec_config.hop_length();
+                let (errors, identified) = j.judge(&u.text, &out.samples, rate, min)?;
+                tally.errors += errors;
+                tally.identified += usize::from(identified);
             }
             progress.inc(1);
         }

@@ -1,0 +1,352 @@
+//! `voxspec bench multistream`: the delayed multi-stream LM's frame decoders on a split's
+//! sentences in one run — LM real-time factor, time per frame, frames per target forward,
+//! acceptance — and the quality of the audio by the CTC teacher (CER, forced-choice sentence
+//! identification); optionally the single-stream AR model of the main job on the same
+//! sentences in the same run, so the LM real-time factors compare.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use serde::Serialize;
+use voxspec_infer::{AcceptanceRule, SpeculativeConfig};
+use voxspec_teacher::{CtcTeacher, ErrorCounts};
+use voxspec_tts::{BenchSettings, DecoderParts, DecoderSpec, Judge, Pipeline, run_decode_bench};
+
+use crate::progress::Bar;
+use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
+use crate::synth_ms::{MsDecoder, MsDraft, MsPipeline, load_draft};
+
+/// Multi-stream LM decoders side by side on a split's sentences (their transcripts as text).
+#[derive(Debug, Args)]
+pub struct MultiStreamBenchArgs {
+    /// The multi-stream LM (`voxspec train multistream`).
+    #[arg(long, value_name = "DIR")]
+    model: PathBuf,
+    /// A draft (`voxspec train multistream --target`): adds speculative rows.
+    #[arg(long, value_name = "DIR")]
+    draft: Option<PathBuf>,
+    /// Recording whose voice every sentence is spoken with.
+    #[arg(long, value_name = "WAV")]
+    reference: PathBuf,
+    /// The codec [default: the one the LM was trained on].
+    #[arg(long, value_name = "DIR")]
+    codec: Option<PathBuf>,
+    /// Vocoder of the codec's log-mel.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "checkpoints/vocoder-minitts"
+    )]
+    vocoder: PathBuf,
+    /// Griffin-Lim instead of the vocoder.
+    #[arg(long)]
+    griffin_lim: bool,
+    #[command(flatten)]
+    sentences: SplitArgs,
+    /// Use at most this many utterances.
+    #[arg(long, default_value_t = 60)]
+    max_utterances: usize,
+    /// CTC teacher of the CER and forced-choice columns [default: checkpoints/ctc-minitts].
+    #[arg(long, value_name = "DIR")]
+    teacher: Option<PathBuf>,
+    /// Draft lengths γ of the speculative rows.
+    #[arg(long, value_delimiter = ',', default_value = "2,3")]
+    gammas: Vec<usize>,
+    /// Acceptance tolerances of the speculative rows (0: exact speculative sampling, > 0: SSD).
+    #[arg(long, value_delimiter = ',', default_value = "0,0.4")]
+    betas: Vec<f32>,
+    /// Repetition penalty of the sampler (the SoCodec paper samples with 2.0).
+    #[arg(long, default_value_t = 1.0)]
+    repetition_penalty: f32,
+    /// Also run the single-stream AR model of this train_mtp.sh experiment (its AR decoder) on
+    /// the same sentences, for the LM real-time factor and quality side by side.
+    #[arg(long, value_name = "DIR")]
+    baseline_exp: Option<PathBuf>,
+    /// Seed of the first utterance (utterance i uses seed + i).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    #[command(flatten)]
+    sampling: SamplingArgs,
+    /// Output directory: bench-multistream.json and bench-multistream.md.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+/// One decoder's totals.
+#[derive(Debug, Default, Serialize)]
+struct MsRow {
+    system: String,
+    decoder: String,
+    utterances: usize,
+    frames: usize,
+    lm_seconds: f64,
+    audio_seconds: f64,
+    lm_rtf: f64,
+    ms_per_frame: f64,
+    /// Frames generated per target forward (prefill excluded).
+    frames_per_forward: f64,
+    target_forwards: usize,
+    draft_forwards: usize,
+    acceptance: Option<f64>,
+    speedup_vs_frame_ar: f64,
+    cer: Option<f64>,
+    forced_choice: Option<f64>,
+    #[serde(skip)]
+    drafted: usize,
+    #[serde(skip)]
+    accepted: usize,
+    #[serde(skip)]
+    errors: ErrorCounts,
+    #[serde(skip)]
+    identified: usize,
+}
+
+pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
+    let device = crate::device::single()?;
+    let mut sampler = args.sampling.config()?;
+    sampler.repetition_penalty = args.repetition_penalty;
+    sampler.validate()?;
+    let pipeline = MsPipeline::load(
+        &args.model,
+        args.codec.as_deref(),
+        &args.vocoder,
+        args.griffin_lim,
+        &device,
+    )?;
+    let voice = pipeline.voice(&args.reference)?;
+    let exp = args.baseline_exp.clone().unwrap_or_default();
+    let (manifest, all) = args.sentences.read(&exp)?;
+    let utterances: Vec<_> = all.iter().take(args.max_utterances).cloned().collect();
+    let teacher_dir = args
+        .teacher
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("checkpoints/ctc-minitts"));
+    let teacher = CtcTeacher::load(&teacher_dir, &device)
+        .with_context(|| format!("loading the CTC teacher {}", teacher_dir.display()))?;
+    let judge = Judge::new(&teacher, all.iter().map(|u| u.text.as_str()))
+        .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
+
+    let draft: Option<MsDraft> = match &args.draft {
+        Some(dir) => Some(load_draft(dir, &pipeline, &device)?),
+        None => None,
+    };
+    let mut decoders = vec![MsDecoder::Ar];
+    if let Some(d) = &draft {
+        for &gamma in &args.gammas {
+            for &beta in &args.betas {
+                let rule = if beta == 0.0 {
+                    AcceptanceRule::Exact
+                } else {
+                    AcceptanceRule::Tolerance { beta }
+                };
+                let config = SpeculativeConfig::new(gamma, rule);
+                config.validate()?;
+                decoders.push(MsDecoder::Speculative { draft: d, config });
+            }
+        }
+    }
+    let mut rows: Vec<MsRow> = decoders
+        .iter()
+        .map(|d| MsRow {
+            system: "multistream".into(),
+            decoder: d.label(),
+            ..MsRow::default()
+        })
+        .collect();
+    let rate = pipeline.sample_rate();
+    let bar = Bar::with_len(
+        (utterances.len() * decoders.len()) as u64,
+        "utterances × decoders",
+    );
+    for (i, u) in utterances.iter().enumerate() {
+        let text = pipeline
+            .text_ids(&u.text)
+            .with_context(|| format!("utterance {}", u.id))?;
+        // The duration predictor is part of the LM stage: its time counts in every row.
+        let start = std::time::Instant::now();
+        let (durations, max_frames) = pipeline.plan(&text)?;
+        let plan_seconds = start.elapsed().as_secs_f64();
+        for (row, decoder) in rows.iter_mut().zip(&decoders) {
+            let start = std::time::Instant::now();
+            let g = pipeline.generate(
+                decoder,
+                &text,
+                &voice,
+                durations.as_deref(),
+                max_frames,
+                args.seed + i as u64,
+                &sampler,
+            )?;
+            row.lm_seconds += plan_seconds + start.elapsed().as_secs_f64();
+            let samples = pipeline.render(&g.frames, &voice)?;
+            row.utterances += 1;
+            row.frames += g.frames.first().map_or(0, Vec::len);
+            row.audio_seconds += samples.len() as f64 / f64::from(rate);
+            row.target_forwards += g.stats.target_forwards;
+            row.draft_forwards += g.stats.draft_forwards;
+            row.drafted += g.stats.drafted.iter().sum::<usize>();
+            row.accepted += g.stats.accepted.iter().sum::<usize>();
+            let (errors, identified) = judge.judge(&u.text, &samples, rate, 1)?;
+            row.errors += errors;
+            row.identified += usize::from(identified);
+            bar_inc(&bar);
+        }
+    }
+    voxspec_data::Progress::finish(&bar);
+    let ar_ms = rows
+        .first()
+        .map_or(0.0, |r| r.lm_seconds / r.frames.max(1) as f64);
+    for row in &mut rows {
+        row.lm_rtf = row.lm_seconds / row.audio_seconds.max(1e-9);
+        row.ms_per_frame = 1e3 * row.lm_seconds / row.frames.max(1) as f64;
+        // Each utterance's prefill is a forward that generates no frame.
+        let forwards = row.target_forwards.saturating_sub(row.utterances).max(1);
+        row.frames_per_forward = row.frames as f64 / forwards as f64;
+        row.acceptance = (row.drafted > 0).then(|| row.accepted as f64 / row.drafted as f64);
+        row.speedup_vs_frame_ar = ar_ms / (row.ms_per_frame / 1e3).max(1e-12);
+        row.cer = Some(row.errors.rate());
+        row.forced_choice = Some(row.identified as f64 / row.utterances.max(1) as f64);
+    }
+    if let Some(exp) = &args.baseline_exp {
+        rows.push(baseline_row(
+            exp,
+            &args,
+            &utterances,
+            &judge,
+            &sampler,
+            &device,
+        )?);
+    }
+    write_report(&args, &rows, judge.candidates(), judge.chance())
+}
+
+fn bar_inc(bar: &Bar) {
+    voxspec_data::Progress::inc(bar, 1);
+}
+
+/// The main job's single-stream AR model on the same sentences (AR decoder).
+fn baseline_row(
+    exp: &Path,
+    args: &MultiStreamBenchArgs,
+    utterances: &[voxspec_data::Utterance],
+    judge: &Judge<'_>,
+    sampler: &voxspec_infer::SamplerConfig,
+    device: &burn::tensor::Device,
+) -> anyhow::Result<MsRow> {
+    let models = ModelArgs {
+        exp: exp.to_path_buf(),
+        model: None,
+        nar: None,
+        codec: None,
+        transitions: None,
+        engine: voxspec_tts::EngineKind::Native,
+    };
+    let pipeline = Pipeline::load(&models.paths(), device)?;
+    let lengths = LengthArgs {
+        min_ratio: 2.0,
+        max_ratio: 20.0,
+        pace: 1.0,
+    };
+    let settings = BenchSettings {
+        sampler: voxspec_infer::SamplerConfig {
+            repetition_penalty: 1.0,
+            ..sampler.clone()
+        },
+        lengths: lengths.lengths(),
+        seed: args.seed,
+    };
+    let report = run_decode_bench(
+        &pipeline,
+        &[DecoderSpec::Ar],
+        &DecoderParts::default(),
+        utterances,
+        Some(judge),
+        &settings,
+        &Bar::new(),
+    )?;
+    let r = report
+        .rows
+        .first()
+        .context("the baseline benchmark returned no row")?;
+    let frame_rate =
+        f64::from(pipeline.sample_rate()) / pipeline.codec_config.hop_length().max(1) as f64;
+    let audio_seconds = r.tokens as f64 / frame_rate;
+    Ok(MsRow {
+        system: format!("single-stream AR ({})", exp.display()),
+        decoder: r.label.clone(),
+        utterances: r.utterances,
+        frames: r.tokens,
+        lm_seconds: r.lm_rtf * audio_seconds,
+        audio_seconds,
+        lm_rtf: r.lm_rtf,
+        ms_per_frame: r.tpt_ms,
+        frames_per_forward: r.tokens_per_forward,
+        target_forwards: r.target_forwards,
+        cer: r.cer,
+        forced_choice: r.forced_choice,
+        ..MsRow::default()
+    })
+}
+
+fn write_report(
+    args: &MultiStreamBenchArgs,
+    rows: &[MsRow],
+    candidates: usize,
+    chance: f64,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let json = serde_json::json!({
+        "benchmark": "multistream",
+        "model": args.model,
+        "draft": args.draft,
+        "reference": args.reference,
+        "split": args.sentences.split,
+        "threads": rayon::current_num_threads(),
+        "sampler": {
+            "temperature": args.sampling.temperature,
+            "top_k": args.sampling.sample_top_k,
+            "top_p": args.sampling.top_p,
+            "repetition_penalty": args.repetition_penalty,
+        },
+        "forced_choice": { "candidates": candidates, "chance": chance },
+        "rows": rows,
+    });
+    let path = args.out.join("bench-multistream.json");
+    voxspec_data::write_atomic(&path, serde_json::to_string_pretty(&json)?.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
+    let mut md = format!(
+        "| system | decoder | LM RTF | ms/frame | speedup | frames/forward | acceptance | CER (%) | \
+         ID (%) |\n|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {} | {:.3} | {:.2} | {} | {:.2} | {} | {} | {} |\n",
+            r.system,
+            r.decoder,
+            r.lm_rtf,
+            r.ms_per_frame,
+            if r.system == "multistream" {
+                format!("{:.2}x", r.speedup_vs_frame_ar)
+            } else {
+                "—".into()
+            },
+            r.frames_per_forward,
+            r.acceptance.map_or("—".into(), |a| format!("{a:.2}")),
+            r.cer.map_or("—".into(), |c| format!("{:.1}", 100.0 * c)),
+            r.forced_choice
+                .map_or("—".into(), |c| format!("{:.1}", 100.0 * c)),
+        ));
+    }
+    md.push_str(&format!(
+        "\nforced choice among {candidates} sentences (chance {:.1} %)\n",
+        100.0 * chance
+    ));
+    let md_path = args.out.join("bench-multistream.md");
+    voxspec_data::write_atomic(&md_path, md.as_bytes())
+        .with_context(|| format!("writing {}", md_path.display()))?;
+    println!("{md}");
+    eprintln!("wrote {} and {}", path.display(), md_path.display());
+    Ok(())
+}
