@@ -33,6 +33,7 @@ preset=""
 streams=4
 frame_ms=120
 quantizer=opq
+sub_codebook=""
 teacher="checkpoints/ctc-minitts"
 vocoder=""
 compare_rq=0
@@ -54,6 +55,8 @@ Usage: $0 [options]
   --streams N          token streams (default 4)
   --frame-ms MS        token frame shift (default 120; 240 with 8 streams, 40 with 1)
   --quantizer Q        opq (default), pq or rq
+  --sub-codebook K     OPQ/PQ sub-codebook size: K² tokens per stream (default: the preset's
+                       128; 16 gives 256 tokens, the size train_multistream.sh models)
   --teacher DIR        CTC teacher whose hidden states the codec reads (default $teacher)
   --vocoder DIR        use this trained vocoder instead of training one in stage 3
   --compare-rq         also train and evaluate an RQ codec (the paper's RQ vs OPQ figure)
@@ -78,6 +81,7 @@ while [ $# -gt 0 ]; do
     --streams) streams="$2"; shift 2 ;;
     --frame-ms) frame_ms="$2"; shift 2 ;;
     --quantizer) quantizer="$2"; shift 2 ;;
+    --sub-codebook) sub_codebook="$2"; shift 2 ;;
     --teacher) teacher="$2"; shift 2 ;;
     --vocoder) vocoder="$2"; shift 2 ;;
     --compare-rq) compare_rq=1; shift ;;
@@ -145,7 +149,8 @@ train_socodec() {
   vx codec train --kind socodec --quantizer "$q" --streams "$streams" --frame-ms "$frame_ms" \
     --data "$exp/data" --teacher-features "$exp/features" --out "$out" --preset "$preset" \
     --steps "$steps" --segment "$segment" --batch "$batch" --lr 5e-4 --adversarial \
-    --checkpoint-every 250 --valid-every 500 ${resume:+"$resume"}
+    --checkpoint-every 250 --valid-every 500 ${sub_codebook:+--sub-codebook "$sub_codebook"} \
+    ${resume:+"$resume"}
 }
 
 if run_stage 0 prepare; then

@@ -15,9 +15,10 @@
 //! phones p_0 … p_{L-1}, durations u_0 … u_{L-1} units, b_k = u_0 + … + u_k, T = ⌈b_{L-1} / r⌉
 //! frame f covers units [f·r, (f+1)·r); it speaks phone k when b_{k-1} < (f+1)·r and b_k > f·r
 //!   (a zero-length phone when f·r ≤ b_k < (f+1)·r)
-//! step s (stream 0 predicts frame s there): for w in 0..W, i in 0..m,
-//!     slot q = w·m + i,   id = q·(V+1) + (the i-th phone of frame s + w, or V when none / f ≥ T)
-//! voice and text positions: NONE = W·m·(V+1) in every slot
+//! step s (stream 0 predicts frame s there): for w in 0..W, i in 0..m, with (p, o) the i-th
+//! phone of frame s + w and the units of the frame it covers (p = V, o = 0 when none / f ≥ T):
+//!     slot q = w·m + i,   id = (q·(V+1) + p)·(r+1) + o
+//! voice and text positions: NONE = W·m·(V+1)·(r+1) in every slot
 //! ```
 //!
 //! Stream `j > 0` predicts frame `s − d·j` at step `s`: its phones were given `d·j` steps
@@ -58,12 +59,12 @@ impl MsAlignConfig {
 
     /// Rows of the track embedding over a text vocabulary of `vocab`.
     pub fn rows(&self, vocab: usize) -> usize {
-        self.slots() * (vocab + 1) + 1
+        self.none_id(vocab) as usize + 1
     }
 
     /// The id of a position that is not a speech step.
     pub fn none_id(&self, vocab: usize) -> u32 {
-        (self.slots() * (vocab + 1)) as u32
+        (self.slots() * (vocab + 1) * (self.units_per_frame + 1)) as u32
     }
 
     /// Checks the fields.
@@ -93,8 +94,9 @@ impl MsAlignConfig {
 /// The phones of every frame of one utterance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepTrack {
-    /// Per frame, the phones that overlap it, in order (at most `m`).
-    frames: Vec<Vec<u32>>,
+    /// Per frame, the phones that overlap it, in order (at most `m`), with the units of the
+    /// frame each covers.
+    frames: Vec<Vec<(u32, u32)>>,
     /// Phones that did not fit in their frame's `m` slots.
     dropped: usize,
 }
@@ -118,9 +120,10 @@ impl StepTrack {
                 let f = (start / r).min(n_frames.saturating_sub(1));
                 (f, f)
             };
-            for slot in frames.iter_mut().take(last + 1).skip(first) {
+            for (f, slot) in frames.iter_mut().enumerate().take(last + 1).skip(first) {
+                let covered = end.min((f + 1) * r).saturating_sub(start.max(f * r));
                 if slot.len() < config.phones_per_frame {
-                    slot.push(phone);
+                    slot.push((phone, covered as u32));
                 } else {
                     dropped += 1;
                 }
@@ -142,13 +145,19 @@ impl StepTrack {
 
     /// Appends the `W · m` ids of speech step `step` (over a text vocabulary of `vocab`).
     pub fn push_step(&self, step: usize, vocab: usize, config: &MsAlignConfig, out: &mut Vec<u32>) {
-        let (m, v1) = (config.phones_per_frame, vocab + 1);
+        let (m, v1, r1) = (
+            config.phones_per_frame,
+            vocab + 1,
+            config.units_per_frame + 1,
+        );
         for w in 0..config.frames_ahead {
             let phones = self.frames.get(step + w).map_or(&[][..], Vec::as_slice);
             for i in 0..m {
                 let q = w * m + i;
-                let phone = phones.get(i).map_or(vocab, |&p| p as usize);
-                out.push((q * v1 + phone) as u32);
+                let (phone, units) = phones
+                    .get(i)
+                    .map_or((vocab, 0), |&(p, o)| (p as usize, (o as usize).min(r1 - 1)));
+                out.push(((q * v1 + phone) * r1 + units) as u32);
             }
         }
     }
@@ -267,24 +276,25 @@ mod tests {
             .with_frames_ahead(2);
         let t = StepTrack::new(&[7, 8, 9, 10], &[2, 0, 4, 1], &c);
         assert_eq!(t.frames(), 3);
-        assert_eq!(t.frames, vec![vec![7, 8, 9], vec![9], vec![10]]);
-        assert_eq!(t.dropped(), 0);
-        let v = 11; // vocabulary; NONE marker V = 11, slot q ids q·12 + phone
-        let ids = t.steps(1, 3, v, &c);
-        // step 1: frame 1 = [9, -, -], frame 2 = [10, -, -]
-        assert_eq!(&ids[..6], &[9, 12 + 11, 24 + 11, 36 + 10, 48 + 11, 60 + 11]);
-        // step 2: frame 2 then END
-        assert_eq!(&ids[6..9], &[10, 12 + 11, 24 + 11]);
-        assert_eq!(&ids[9..12], &[36 + 11, 48 + 11, 60 + 11]);
-        // step 3 is past T: all END
-        assert!(
-            ids[12..]
-                .iter()
-                .enumerate()
-                .all(|(q, &id)| id as usize == q * 12 + 11)
+        assert_eq!(
+            t.frames,
+            vec![vec![(7, 2), (8, 0), (9, 1)], vec![(9, 3)], vec![(10, 1)]]
         );
-        assert_eq!(c.none_id(v), 72);
-        assert_eq!(c.rows(v), 73);
+        assert_eq!(t.dropped(), 0);
+        // vocabulary 11 (none = 11), r + 1 = 4: id = (q·12 + phone)·4 + units
+        let v = 11;
+        let id = |q: u32, p: u32, o: u32| (q * 12 + p) * 4 + o;
+        let ids = t.steps(1, 3, v, &c);
+        // step 1: frame 1 = [9 (3 units), -, -], frame 2 = [10 (1 unit), -, -]
+        let want = [id(0, 9, 3), id(1, 11, 0), id(2, 11, 0), id(3, 10, 1), id(4, 11, 0), id(5, 11, 0)];
+        assert_eq!(&ids[..6], &want);
+        // step 2: frame 2 then END
+        assert_eq!(&ids[6..9], &[id(0, 10, 1), id(1, 11, 0), id(2, 11, 0)]);
+        assert_eq!(&ids[9..12], &[id(3, 11, 0), id(4, 11, 0), id(5, 11, 0)]);
+        // step 3 is past T: all END
+        assert!(ids[12..].iter().enumerate().all(|(q, &x)| x == id(q as u32, 11, 0)));
+        assert_eq!(c.none_id(v), 6 * 12 * 4);
+        assert_eq!(c.rows(v), 6 * 12 * 4 + 1);
     }
 
     #[test]

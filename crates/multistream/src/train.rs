@@ -13,6 +13,9 @@
 
 use std::collections::HashMap;
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 use burn::module::Module;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -218,12 +221,52 @@ pub fn build_batch(
     items: &[&MsItem],
     device: &Device,
 ) -> Result<MsBatch> {
+    build_batch_with(config, items, None, device)
+}
+
+/// [`build_batch`] with input codes dropped: each code of the *input* (never of the targets)
+/// becomes the special token `S` with probability `drop.0`, drawn from a generator seeded
+/// with `drop.1`.
+///
+/// # Errors
+/// As [`build_batch`].
+pub fn build_batch_with(
+    config: &MultiStreamConfig,
+    items: &[&MsItem],
+    drop: Option<(f32, u64)>,
+    device: &Device,
+) -> Result<MsBatch> {
     let pattern = config.pattern()?;
     let k = config.streams;
     let delayed = items
         .iter()
         .map(|item| check_item(config, &pattern, item))
         .collect::<Result<Vec<_>>>()?;
+    let inputs: Vec<Vec<Vec<u32>>> = match drop {
+        Some((p, seed)) if p > 0.0 => {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let special = config.special();
+            delayed
+                .iter()
+                .map(|d| {
+                    d.iter()
+                        .map(|row| {
+                            row.iter()
+                                .map(|&c| {
+                                    if c != special && rng.random::<f32>() < p {
+                                        special
+                                    } else {
+                                        c
+                                    }
+                                })
+                                .collect()
+                        })
+                        .collect()
+                })
+                .collect()
+        }
+        _ => delayed.clone(),
+    };
     let tracks: Vec<Vec<u32>> = items
         .iter()
         .zip(&delayed)
@@ -231,7 +274,7 @@ pub fn build_batch(
         .collect();
     let rows: Vec<SeqRow<'_>> = items
         .iter()
-        .zip(&delayed)
+        .zip(&inputs)
         .zip(&tracks)
         .map(|((item, d), track)| SeqRow {
             voice: item.global.as_deref(),
@@ -366,6 +409,7 @@ pub struct MultiStreamData {
     config: MultiStreamConfig,
     bucket: BucketConfig,
     shuffled: bool,
+    code_dropout: f32,
 }
 
 impl MultiStreamData {
@@ -408,7 +452,16 @@ impl MultiStreamData {
             config: config.clone(),
             bucket,
             shuffled: false,
+            code_dropout: 0.0,
         })
+    }
+
+    /// Drops input codes to `S` with probability `p` (training only: the targets keep them), so
+    /// the model leans on the text and the step track rather than on memorised code
+    /// sequences.
+    pub fn with_code_dropout(mut self, p: f32) -> Self {
+        self.code_dropout = p;
+        self
     }
 
     /// Adds to every batch the same audio with the next item's text and alignment (stretched
@@ -454,7 +507,10 @@ impl BatchSource<MsBatch> for MultiStreamData {
             TrainError::task(format!("batch {index} of epoch {epoch} does not exist"))
         })?;
         let items: Vec<&MsItem> = indices.iter().map(|&i| &self.items[i]).collect();
-        let mut batch = build_batch(&self.config, &items, device).map_err(TrainError::task)?;
+        let seed = self.bucket.seed ^ ((epoch as u64) << 32) ^ index as u64;
+        let drop = (self.code_dropout > 0.0).then_some((self.code_dropout, seed));
+        let mut batch =
+            build_batch_with(&self.config, &items, drop, device).map_err(TrainError::task)?;
         if self.shuffled && self.items.len() > 1 {
             // Item i takes the text of the item after it in the corpus (never its own).
             let swapped: Vec<MsItem> = indices

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Train and benchmark the delayed multi-stream LM (SoCodec §4) end to end.
+#
+#   stage 0  codec      the SoCodec-style codec's data, teacher features, codec and tokens:
+#                       recipes/libritts/train_socodec.sh (OPQ, 4 streams at 120 ms, 256 tokens
+#                       per stream, the shipped vocoder) → <exp>/socodec/{data,features,socodec,
+#                       tokens}; with --codec DIR only its data, features and tokens
+#   stage 1  tokenizer  phonemes (CMUdict + letter-to-sound) → <exp>/socodec/data/tokenizer.json
+#   stage 2  lm         the multi-stream LM, delay d = 1 (aligned: step track + duration
+#                       predictor, when the corpus has phone alignments) → <exp>/lm
+#   stage 3  lm_d0      the no-delay ablation, d = 0 (--no-ablation skips it) → <exp>/lm-d0
+#   stage 4  draft      a draft of the LM's first layer for speculative decoding → <exp>/draft
+#   stage 5  bench      frame AR and speculative decoders on the test split: LM RTF, ms per
+#                       frame, frames per forward, acceptance, CER, forced-choice accuracy;
+#                       the d = 0 model; the main job's single-stream AR (--baseline-exp, run
+#                       recipes/libritts/train_mtp.sh first) in the same run → <exp>/bench
+#
+# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
+# reruns one. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."   # repository root
+
+stage=0
+stop_stage=100
+exp=""
+threads=""
+codec=""
+steps=""
+codec_steps=""
+code_dropout=0.5
+dropout=0.3
+ablation=1
+baseline_exp="exp/minitts"
+bench_utterances=60
+force_stages=()
+verbose=()
+
+usage() {
+  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  cat <<USAGE
+
+Usage: $0 [options]
+  --stage N            first stage to run (default 0)
+  --stop-stage N       last stage to run (default: all)
+  --exp DIR            experiment directory (default exp/multistream-minitts, or
+                       exp/multistream-libritts)
+  --threads N          worker threads (default: all cores)
+  --codec DIR          a trained SoCodec-style codec to use instead of training one
+  --codec-steps N      SoCodec training steps (default: train_socodec.sh's)
+  --steps N            LM training steps (default 400 for minitts: its dev loss is lowest
+                       there; 100000 for LibriTTS)
+  --dropout P          LM dropout (default $dropout)
+  --code-dropout P     input codes replaced by the special token in training (default
+                       $code_dropout)
+  --no-ablation        skip the d = 0 model
+  --baseline-exp DIR   train_mtp.sh experiment whose AR model runs beside (default
+                       $baseline_exp; skipped when it has no model)
+  --bench-utterances N test sentences in the benchmark (default $bench_utterances)
+  --force-stage NAME   rerun a finished stage (repeatable): codec, tokenizer, lm, ...
+  -v                   more logging from voxspec
+  -h, --help           this help
+Environment: LIBRITTS_ROOT=/path/to/LibriTTS selects the real corpus.
+USAGE
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stage) stage="$2"; shift 2 ;;
+    --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
+    --exp) exp="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --codec) codec="$2"; shift 2 ;;
+    --codec-steps) codec_steps="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --dropout) dropout="$2"; shift 2 ;;
+    --code-dropout) code_dropout="$2"; shift 2 ;;
+    --no-ablation) ablation=0; shift ;;
+    --baseline-exp) baseline_exp="$2"; shift 2 ;;
+    --bench-utterances) bench_utterances="$2"; shift 2 ;;
+    --force-stage) force_stages+=("$2"); shift 2 ;;
+    -v|-vv|-vvv) verbose+=("$1"); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "error: unknown option '$1' (see $0 --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+if [ -n "${LIBRITTS_ROOT:-}" ]; then
+  exp="${exp:-exp/multistream-libritts}"
+  steps="${steps:-100000}"; preset=base; batch=32
+else
+  exp="${exp:-exp/multistream-minitts}"
+  steps="${steps:-400}"; preset=small; batch=16
+fi
+
+global=("${verbose[@]}")
+[ -n "$threads" ] && global+=(--threads "$threads")
+
+log "Building voxspec (release)"
+cargo build --release --quiet --bin voxspec ${CARGO_FEATURES:+--features "$CARGO_FEATURES"}
+voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
+vx() { "$voxspec" "${global[@]}" "$@"; }
+
+done_dir="$exp/.done"
+mkdir -p "$done_dir"
+
+run_stage() {
+  local n="$1" name="$2"
+  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
+  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
+    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
+  done
+  if [ -f "$done_dir/$name.done" ]; then
+    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
+    return 1
+  fi
+  return 0
+}
+
+resume_flag() { compgen -G "$1/checkpoint-*" >/dev/null && echo --resume || true; }
+
+so="$exp/socodec"
+data="$so/data"
+tokens="$so/tokens"
+codec_dir="${codec:-$so/socodec}"
+
+if run_stage 0 codec; then
+  socodec_args=(--exp "$so" --vocoder checkpoints/vocoder-minitts --sub-codebook 16
+    "${verbose[@]+"${verbose[@]}"}")
+  [ -n "$threads" ] && socodec_args+=(--threads "$threads")
+  [ -n "$codec_steps" ] && socodec_args+=(--steps "$codec_steps")
+  if [ -n "$codec" ]; then
+    log "Stage 0 (codec): data and teacher features → $so; tokens of $codec → $tokens"
+    recipes/libritts/train_socodec.sh "${socodec_args[@]}" --stop-stage 1
+    vx codec extract --codec "$codec" --teacher-features "$so/features" --data "$data" \
+      --out "$tokens"
+  else
+    log "Stage 0 (codec): recipes/libritts/train_socodec.sh → $so"
+    recipes/libritts/train_socodec.sh "${socodec_args[@]}" --stop-stage 4
+  fi
+  touch "$done_dir/codec.done"
+fi
+
+if run_stage 1 tokenizer; then
+  log "Stage 1 (tokenizer): phonemes → $data/tokenizer.json"
+  vx tokenizer train --manifest "$data/train.jsonl" --out "$data/tokenizer.json" \
+    --kind phoneme --force
+  touch "$done_dir/tokenizer.done"
+fi
+
+# train_lm OUT DELAY
+train_lm() {
+  local out="$1" delay="$2"
+  vx train multistream --data "$data" --tokens "$tokens" --codec "$codec_dir" --out "$out" \
+    --preset "$preset" --delay "$delay" --steps "$steps" --batch "$batch" \
+    --dropout "$dropout" --code-dropout "$code_dropout" --valid-every 100 \
+    --checkpoint-every 100 $(resume_flag "$out")
+}
+
+if run_stage 2 lm; then
+  log "Stage 2 (lm): multi-stream LM, d = 1, $steps steps → $exp/lm"
+  train_lm "$exp/lm" 1
+  touch "$done_dir/lm.done"
+fi
+
+if [ "$ablation" = 1 ] && run_stage 3 lm_d0; then
+  log "Stage 3 (lm_d0): the no-delay ablation, d = 0 → $exp/lm-d0"
+  train_lm "$exp/lm-d0" 0
+  touch "$done_dir/lm_d0.done"
+fi
+
+if run_stage 4 draft; then
+  log "Stage 4 (draft): layer 0 of $exp/lm, its layer and heads trained → $exp/draft"
+  vx train multistream --data "$data" --tokens "$tokens" --codec "$codec_dir" \
+    --out "$exp/draft" --target "$exp/lm" --layers 0 --steps "$steps" --batch "$batch" \
+    --valid-every 100 --checkpoint-every 100 $(resume_flag "$exp/draft")
+  touch "$done_dir/draft.done"
+fi
+
+if run_stage 5 bench; then
+  reference=$(head -n 1 "$data/train.jsonl" | sed 's/.*"path":"\([^"]*\)".*/\1/')
+  baseline=()
+  if [ -f "$baseline_exp/ar/config.json" ]; then
+    baseline=(--baseline-exp "$baseline_exp")
+  else
+    log "no single-stream AR model in $baseline_exp/ar: its row is left out"
+  fi
+  log "Stage 5 (bench): test split, voice of $reference → $exp/bench"
+  vx bench multistream --model "$exp/lm" --draft "$exp/draft" --reference "$reference" \
+    --data "$data" --split test --max-utterances "$bench_utterances" --temperature 0 \
+    --out "$exp/bench" "${baseline[@]+"${baseline[@]}"}"
+  if [ -f "$exp/lm-d0/config.json" ]; then
+    vx bench multistream --model "$exp/lm-d0" --reference "$reference" --data "$data" \
+      --split test --max-utterances "$bench_utterances" --temperature 0 \
+      --out "$exp/bench-d0"
+  fi
+  touch "$done_dir/bench.done"
+fi
+log "Done: $exp"
