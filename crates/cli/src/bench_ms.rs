@@ -63,6 +63,9 @@ pub struct MultiStreamBenchArgs {
     /// the same sentences, for the LM real-time factor and quality side by side.
     #[arg(long, value_name = "DIR")]
     baseline_exp: Option<PathBuf>,
+    /// The baseline's AR model directory [default: <BASELINE_EXP>/ar].
+    #[arg(long, value_name = "DIR", requires = "baseline_exp")]
+    baseline_model: Option<PathBuf>,
     /// Seed of the first utterance (utterance i uses seed + i).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -236,7 +239,7 @@ fn baseline_row(
 ) -> anyhow::Result<MsRow> {
     let models = ModelArgs {
         exp: exp.to_path_buf(),
-        model: None,
+        model: args.baseline_model.clone(),
         nar: None,
         codec: None,
         transitions: None,

@@ -187,16 +187,48 @@ impl MsPipeline {
         Ok(self.tokenizer.encode(text)?)
     }
 
-    /// The voice vector of a reference recording.
+    /// The voice vector of a reference recording, or the mean of those of every recording in
+    /// a directory (the LM trains on speaker means: several recordings of one voice match it
+    /// best).
     pub(crate) fn voice(&self, reference: &Path) -> anyhow::Result<Vec<f32>> {
-        let samples = crate::codec_cmd::read_audio(reference, self.sample_rate())?;
-        let v = self
-            .codec
-            .voice(&self.codec_config, &samples, &self.device)
-            .with_context(|| format!("the reference {}", reference.display()))?;
-        v.into_data()
-            .try_into_vec::<f32>()
-            .map_err(|e| anyhow::anyhow!("voice vector: {e:?}"))
+        let files: Vec<PathBuf> = if reference.is_dir() {
+            let mut files: Vec<PathBuf> = std::fs::read_dir(reference)
+                .with_context(|| format!("reading {}", reference.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.extension()
+                        .and_then(|e| e.to_str())
+                        .is_some_and(|e| ["wav", "flac", "mp3", "ogg"].contains(&e))
+                })
+                .collect();
+            files.sort();
+            anyhow::ensure!(
+                !files.is_empty(),
+                "{} holds no wav/flac/mp3/ogg recording",
+                reference.display()
+            );
+            files
+        } else {
+            vec![reference.to_path_buf()]
+        };
+        let mut mean: Vec<f32> = Vec::new();
+        for file in &files {
+            let samples = crate::codec_cmd::read_audio(file, self.sample_rate())?;
+            let v = self
+                .codec
+                .voice(&self.codec_config, &samples, &self.device)
+                .with_context(|| format!("the reference {}", file.display()))?
+                .into_data()
+                .try_into_vec::<f32>()
+                .map_err(|e| anyhow::anyhow!("voice vector: {e:?}"))?;
+            if mean.is_empty() {
+                mean = vec![0.0; v.len()];
+            }
+            for (m, x) in mean.iter_mut().zip(&v) {
+                *m += x / files.len() as f32;
+            }
+        }
+        Ok(mean)
     }
 
     /// Predicted durations (aligned models) and the frame limit of a text.
@@ -210,8 +242,8 @@ impl MsPipeline {
                     .context("the aligned model has no duration predictor")?
                     .predict(text, 1.0)?;
                 let frames = StepTrack::new(text, &units, align).frames();
-                // The track ends at its last frame; allow a few frames for the model's EOS.
-                Ok((Some(units), frames + 4))
+                // The track ends at its last frame; allow two more for the model's EOS.
+                Ok((Some(units), frames + 2))
             }
             // At most ~3 frames per phone (120 ms frames).
             None => Ok((None, 3 * text.len() + 8)),
@@ -248,7 +280,13 @@ impl MsPipeline {
             config,
         };
         let prompt = MsPrompt::new(&self.model, config, text, Some(voice), durations)?;
-        let request = FrameRequest::new(prompt, max_frames, seed);
+        // An aligned model speaks the frames its track lays out: its end of speech is banned
+        // before the last of them (with a flat distribution, EOS can be the argmax early).
+        let min_frames = prompt.track_frames().map_or(1, |t| {
+            t.saturating_sub(1)
+                .clamp(1, max_frames.saturating_sub(1).max(1))
+        });
+        let request = FrameRequest::new(prompt, max_frames, seed).with_min_frames(min_frames);
         Ok(match decoder {
             MsDecoder::Ar => FrameArDecoder::new().generate(&target, &request, sampler)?,
             MsDecoder::Speculative { draft, config } => {
@@ -291,21 +329,26 @@ impl MsPipeline {
 
 /// `voxspec synthesize` with a multi-stream LM (`--model` holds one).
 pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<()> {
+    use crate::synth::DecoderKind;
     let device = crate::device::single()?;
     let model_dir = args
         .models
         .model
         .as_deref()
         .context("--model names the multi-stream LM")?;
+    let reference = args.prompt.as_deref().context(
+        "a multi-stream LM speaks with the voice of a reference recording: pass --prompt <WAV> \
+         (or a directory of recordings of one voice)",
+    )?;
+    if args.draft.is_none() && matches!(args.decoder, DecoderKind::Sd | DecoderKind::Ssd) {
+        anyhow::bail!("--decoder sd/ssd needs a draft (--draft DIR)");
+    }
     let pipeline = MsPipeline::load(
         model_dir,
         args.models.codec.as_deref(),
         &args.vocoder,
         args.griffin_lim,
         &device,
-    )?;
-    let reference = args.prompt.as_deref().context(
-        "a multi-stream LM speaks with the voice of a reference recording: pass --prompt <WAV>",
     )?;
     let voice = pipeline.voice(reference)?;
     let sampler = args.sampling.config()?;

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use burn::module::Module;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TtsItem};
@@ -100,8 +101,10 @@ fn voices(
     let (dim, own, speakers) = own_voices(codec_dir, data, ids)?;
     let mut out = HashMap::with_capacity(own.len());
     for utts in speakers.into_values() {
-        let vectors: Vec<(&String, &Vec<f32>)> =
-            utts.iter().filter_map(|u| own.get(u).map(|v| (u, v))).collect();
+        let vectors: Vec<(&String, &Vec<f32>)> = utts
+            .iter()
+            .filter_map(|u| own.get(u).map(|v| (u, v)))
+            .collect();
         let mut sum = vec![0f32; dim];
         for (_, v) in &vectors {
             for (s, x) in sum.iter_mut().zip(v.iter()) {
@@ -399,7 +402,8 @@ fn draft(
             bucket: crate::train_lm::bucket(common, true),
         },
     )?;
-    let (config, model) = cut_draft(&target, t, &settings.spec)?;
+    // The target's weights are constants; the loop's freeze list decides what trains.
+    let (config, model) = cut_draft(&target.no_grad(), t, &settings.spec)?;
     let layers = settings.spec.resolve(t.transformer.n_layers)?;
     let task = MultiStreamTask {
         model: config.clone(),

@@ -286,13 +286,25 @@ mod tests {
         let id = |q: u32, p: u32, o: u32| (q * 12 + p) * 4 + o;
         let ids = t.steps(1, 3, v, &c);
         // step 1: frame 1 = [9 (3 units), -, -], frame 2 = [10 (1 unit), -, -]
-        let want = [id(0, 9, 3), id(1, 11, 0), id(2, 11, 0), id(3, 10, 1), id(4, 11, 0), id(5, 11, 0)];
+        let want = [
+            id(0, 9, 3),
+            id(1, 11, 0),
+            id(2, 11, 0),
+            id(3, 10, 1),
+            id(4, 11, 0),
+            id(5, 11, 0),
+        ];
         assert_eq!(&ids[..6], &want);
         // step 2: frame 2 then END
         assert_eq!(&ids[6..9], &[id(0, 10, 1), id(1, 11, 0), id(2, 11, 0)]);
         assert_eq!(&ids[9..12], &[id(3, 11, 0), id(4, 11, 0), id(5, 11, 0)]);
         // step 3 is past T: all END
-        assert!(ids[12..].iter().enumerate().all(|(q, &x)| x == id(q as u32, 11, 0)));
+        assert!(
+            ids[12..]
+                .iter()
+                .enumerate()
+                .all(|(q, &x)| x == id(q as u32, 11, 0))
+        );
         assert_eq!(c.none_id(v), 6 * 12 * 4);
         assert_eq!(c.rows(v), 6 * 12 * 4 + 1);
     }

@@ -40,6 +40,6 @@ pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
 pub use lm::{MsCache, MsFrameLm, MsPrompt};
 pub use model::{MultiStreamConfig, MultiStreamModel};
 pub use train::{
-    MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch, build_batch_with,
-    delayed_codes, multistream_loss,
+    MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch,
+    build_batch_with, delayed_codes, multistream_loss,
 };

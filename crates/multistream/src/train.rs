@@ -549,7 +549,8 @@ impl TrainTask for MultiStreamTask {
 
     fn init_model(&self, device: &Device) -> voxspec_train::Result<MultiStreamModel> {
         match &self.init {
-            Some(model) => Ok(model.clone().to_device(device)),
+            // Loaded weights may not require gradients; the loop's freeze list decides.
+            Some(model) => Ok(model.clone().to_device(device).set_require_grad(true)),
             None => self.model.init(device).map_err(TrainError::task),
         }
     }

@@ -1,0 +1,241 @@
+//! `voxspec train multistream` (target and draft), `synthesize` with a multi-stream LM (AR and
+//! speculative decoders) and `bench multistream`, run as a user would on a slice of the bundled
+//! corpus with a 2-step SoCodec; and the clear errors on bad input.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fail, ok, prepared, read_json, s};
+
+fn ctc() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../checkpoints/ctc-minitts")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Prepared data with a phoneme tokenizer, teacher features, a 2-step SoCodec and its tokens.
+fn codec_and_tokens(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let data = prepared(dir, 4);
+    ok(&[
+        "tokenizer",
+        "train",
+        "--manifest",
+        s(&data.join("train.jsonl")),
+        "--out",
+        s(&data.join("tokenizer.json")),
+        "--kind",
+        "phoneme",
+    ]);
+    let feats = dir.join("features");
+    ok(&[
+        "teacher",
+        "extract",
+        "--teacher",
+        &ctc(),
+        "--data",
+        s(&data),
+        "--out",
+        s(&feats),
+    ]);
+    let codec = dir.join("socodec");
+    ok(&[
+        "codec",
+        "train",
+        "--kind",
+        "socodec",
+        "--data",
+        s(&data),
+        "--teacher-features",
+        s(&feats),
+        "--out",
+        s(&codec),
+        "--preset",
+        "tiny",
+        "--sub-codebook",
+        "8",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--segment",
+        "1.2",
+        "--valid-every",
+        "0",
+        "--checkpoint-every",
+        "0",
+    ]);
+    let tokens = dir.join("tokens");
+    ok(&[
+        "codec",
+        "extract",
+        "--codec",
+        s(&codec),
+        "--teacher-features",
+        s(&feats),
+        "--data",
+        s(&data),
+        "--out",
+        s(&tokens),
+    ]);
+    (data, codec, tokens)
+}
+
+fn train_args<'a>(
+    data: &'a Path,
+    tokens: &'a Path,
+    codec: &'a Path,
+    out: &'a Path,
+) -> Vec<&'a str> {
+    vec![
+        "train",
+        "multistream",
+        "--data",
+        s(data),
+        "--tokens",
+        s(tokens),
+        "--codec",
+        s(codec),
+        "--out",
+        s(out),
+        "--preset",
+        "tiny",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--valid-every",
+        "2",
+        "--checkpoint-every",
+        "0",
+    ]
+}
+
+#[test]
+fn multistream_trains_drafts_speaks_and_benchmarks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (data, codec, tokens) = codec_and_tokens(dir);
+
+    let lm = dir.join("lm");
+    let mut args = train_args(&data, &tokens, &codec, &lm);
+    args.extend(["--code-dropout", "0.5"]);
+    let out = ok(&args);
+    assert!(
+        out.contains("aligned (step track + duration predictor)"),
+        "{out}"
+    );
+    assert!(out.contains("trained 2 steps"), "{out}");
+    let config = read_json(&lm.join("config.json"));
+    assert_eq!(config["kind"], "multistream");
+    assert_eq!(config["model"]["streams"], 4);
+    assert_eq!(config["model"]["codebook_size"], 64);
+    assert_eq!(config["model"]["align"]["units_per_frame"], 6);
+    let metrics = std::fs::read_to_string(lm.join("metrics.jsonl")).unwrap();
+    assert!(metrics.contains("streams_shuffled_text"), "{metrics}");
+
+    let draft = dir.join("draft");
+    let mut args = train_args(&data, &tokens, &codec, &draft);
+    args.extend(["--target", s(&lm), "--layers", "0"]);
+    let out = ok(&args);
+    assert!(out.contains("draft (1 of 2 target layers)"), "{out}");
+    assert_eq!(
+        read_json(&draft.join("config.json"))["kind"],
+        "multistream-draft"
+    );
+
+    let reference = std::fs::read_to_string(data.join("train.jsonl")).unwrap();
+    let first: serde_json::Value = serde_json::from_str(reference.lines().next().unwrap()).unwrap();
+    let reference = first["path"].as_str().unwrap().to_string();
+    let wav = dir.join("out.wav");
+    for decoder in [
+        &["--decoder", "ar"][..],
+        &["--decoder", "sd", "--draft", s(&draft)],
+    ] {
+        let mut args = vec![
+            "synthesize",
+            "--model",
+            s(&lm),
+            "--text",
+            "The birch canoe slid on the smooth planks.",
+            "--prompt",
+            &reference,
+            "--griffin-lim",
+            "-o",
+            s(&wav),
+        ];
+        args.extend(decoder);
+        let out = ok(&args);
+        assert!(out.contains("frames × 4 streams"), "{out}");
+        let audio = voxspec_audio::load(&wav).unwrap();
+        assert_eq!(audio.sample_rate, 16000);
+        assert!(!audio.samples.is_empty() && audio.samples.iter().all(|x| x.is_finite()));
+    }
+
+    let bench = dir.join("bench");
+    let out = ok(&[
+        "bench",
+        "multistream",
+        "--model",
+        s(&lm),
+        "--draft",
+        s(&draft),
+        "--reference",
+        &reference,
+        "--griffin-lim",
+        "--data",
+        s(&data),
+        "--max-utterances",
+        "2",
+        "--gammas",
+        "2",
+        "--betas",
+        "0",
+        "--teacher",
+        &ctc(),
+        "--out",
+        s(&bench),
+    ]);
+    assert!(out.contains("| multistream | ar |"), "{out}");
+    let report = read_json(&bench.join("bench-multistream.json"));
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows[1]["acceptance"].as_f64().is_some());
+    assert!(rows.iter().all(|r| r["lm_rtf"].as_f64().unwrap() > 0.0));
+
+    // bad input: one clear error each
+    let err = fail(&[
+        "synthesize",
+        "--model",
+        s(&lm),
+        "--text",
+        "hello",
+        "-o",
+        s(&wav),
+    ]);
+    assert!(err.contains("--prompt"), "{err}");
+    let err = fail(&[
+        "synthesize",
+        "--model",
+        s(&lm),
+        "--text",
+        "hello",
+        "--prompt",
+        &reference,
+        "--decoder",
+        "sd",
+        "-o",
+        s(&wav),
+    ]);
+    assert!(err.contains("--draft"), "{err}");
+    let (bad, bad2) = (dir.join("bad"), dir.join("bad2"));
+    let mut args = train_args(&data, &tokens, &codec, &bad);
+    args.extend(["--streams", "9"]);
+    let err = fail(&args);
+    assert!(err.contains("--streams 9"), "{err}");
+    let mut args = train_args(&data, &tokens, &codec, &bad2);
+    args.extend(["--target", s(&draft)]);
+    let err = fail(&args);
+    assert!(err.contains("is itself a draft"), "{err}");
+}
