@@ -254,7 +254,7 @@ fn baseline_row(
     let settings = BenchSettings {
         sampler: voxspec_infer::SamplerConfig {
             repetition_penalty: 1.0,
-            ..sampler.clone()
+            ..*sampler
         },
         lengths: lengths.lengths(),
         seed: args.seed,
@@ -319,9 +319,9 @@ fn write_report(
     let path = args.out.join("bench-multistream.json");
     voxspec_data::write_atomic(&path, serde_json::to_string_pretty(&json)?.as_bytes())
         .with_context(|| format!("writing {}", path.display()))?;
-    let mut md = format!(
+    let mut md = String::from(
         "| system | decoder | LM RTF | ms/frame | speedup | frames/forward | acceptance | CER (%) | \
-         ID (%) |\n|---|---|---|---|---|---|---|---|---|\n"
+         ID (%) |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         md.push_str(&format!(

@@ -17,6 +17,10 @@ use voxspec_multistream::{
     MsFile, MsFrameLm, MsPrompt, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
 };
 
+/// The LM stage of [`MsPipeline::speak`]: (text, durations, frame limit) → frames `[K][T]`.
+pub(crate) type FrameDecodeFn<'a> =
+    dyn FnMut(&[u32], Option<&[u32]>, usize) -> anyhow::Result<Vec<Vec<u32>>> + 'a;
+
 /// A draft multi-stream LM (`voxspec train multistream --target`).
 pub(crate) struct MsDraft {
     pub(crate) config: MultiStreamConfig,
@@ -306,7 +310,7 @@ impl MsPipeline {
         &self,
         text: &[u32],
         voice: &[f32],
-        decode: &mut dyn FnMut(&[u32], Option<&[u32]>, usize) -> anyhow::Result<Vec<Vec<u32>>>,
+        decode: &mut FrameDecodeFn<'_>,
     ) -> anyhow::Result<MsSpeech> {
         let start = Instant::now();
         let (durations, max_frames) = self.plan(text)?;
