@@ -298,7 +298,12 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         model.transformer.dropout = p;
     }
     if aligned {
-        model.align = Some(MsAlignConfig::new().with_units_per_frame(r));
+        // Every stream sees the phones of the frame it predicts (stream j is d·j steps late).
+        model.align = Some(
+            MsAlignConfig::new()
+                .with_units_per_frame(r)
+                .with_frames_behind(args.delay * (streams - 1)),
+        );
     }
     let longest = train_items
         .iter()

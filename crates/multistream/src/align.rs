@@ -15,14 +15,16 @@
 //! phones p_0 … p_{L-1}, durations u_0 … u_{L-1} units, b_k = u_0 + … + u_k, T = ⌈b_{L-1} / r⌉
 //! frame f covers units [f·r, (f+1)·r); it speaks phone k when b_{k-1} < (f+1)·r and b_k > f·r
 //!   (a zero-length phone when f·r ≤ b_k < (f+1)·r)
-//! step s (stream 0 predicts frame s there): for w in 0..W, i in 0..m, with (p, o) the i-th
-//! phone of frame s + w and the units of the frame it covers (p = V, o = 0 when none / f ≥ T):
+//! step s (stream 0 predicts frame s there): for w in 0..B+W, i in 0..m, with (p, o) the i-th
+//! phone of frame s − B + w and the units of the frame it covers (p = V, o = 0 when none, f < 0
+//! or f ≥ T):
 //!     slot q = w·m + i,   id = (q·(V+1) + p)·(r+1) + o
 //! voice and text positions: NONE = W·m·(V+1)·(r+1) in every slot
 //! ```
 //!
-//! Stream `j > 0` predicts frame `s − d·j` at step `s`: its phones were given `d·j` steps
-//! earlier and stay in the causal context. The ids are a function of the step index alone, so a
+//! Stream `j > 0` predicts frame `s − d·j` at step `s`: with `B = d·(K − 1)` frames behind
+//! (what `voxspec train multistream` sets) every stream sees its own frame's phones at the step
+//! that predicts it; with `B = 0` they were given `d·j` steps earlier, in the causal context. The ids are a function of the step index alone, so a
 //! cache truncated to any length needs no other rollback.
 
 use burn::config::Config;
@@ -40,9 +42,14 @@ pub struct MsAlignConfig {
     /// Phones listed per frame `m` (more are dropped; 120 ms frames rarely hold more than 3).
     #[config(default = 4)]
     pub phones_per_frame: usize,
-    /// Frames shown at each step `W` (the frame stream 0 predicts and the next `W − 1`).
+    /// Frames shown at each step from the one stream 0 predicts on (`W`: that frame and the
+    /// next `W − 1`).
     #[config(default = 2)]
     pub frames_ahead: usize,
+    /// Frames shown before the one stream 0 predicts (`B`): with delays, stream `j` predicts
+    /// frame `s − d·j` at step `s`, so `B = d·(K − 1)` shows every stream its own frame.
+    #[config(default = 0)]
+    pub frames_behind: usize,
     /// Layers of the duration predictor's bidirectional encoder.
     #[config(default = 2)]
     pub duration_layers: usize,
@@ -52,9 +59,9 @@ pub struct MsAlignConfig {
 }
 
 impl MsAlignConfig {
-    /// Ids per position: `W · m`.
+    /// Ids per position: `(B + W) · m`.
     pub fn slots(&self) -> usize {
-        self.frames_ahead * self.phones_per_frame
+        (self.frames_behind + self.frames_ahead) * self.phones_per_frame
     }
 
     /// Rows of the track embedding over a text vocabulary of `vocab`.
@@ -150,8 +157,12 @@ impl StepTrack {
             vocab + 1,
             config.units_per_frame + 1,
         );
-        for w in 0..config.frames_ahead {
-            let phones = self.frames.get(step + w).map_or(&[][..], Vec::as_slice);
+        for w in 0..config.frames_behind + config.frames_ahead {
+            // Frame step − B + w; before frame 0 there is nothing (as past the end).
+            let phones = (step + w)
+                .checked_sub(config.frames_behind)
+                .and_then(|f| self.frames.get(f))
+                .map_or(&[][..], Vec::as_slice);
             for i in 0..m {
                 let q = w * m + i;
                 let (phone, units) = phones
@@ -307,6 +318,24 @@ mod tests {
         );
         assert_eq!(c.none_id(v), 6 * 12 * 4);
         assert_eq!(c.rows(v), 6 * 12 * 4 + 1);
+    }
+
+    #[test]
+    fn frames_behind_show_the_delayed_streams_their_frames() {
+        let c = MsAlignConfig::new()
+            .with_units_per_frame(2)
+            .with_phones_per_frame(1)
+            .with_frames_ahead(1)
+            .with_frames_behind(2);
+        // frames: 0 = [5], 1 = [6], 2 = [7]
+        let t = StepTrack::new(&[5, 6, 7], &[2, 2, 2], &c);
+        let v = 9; // id = (q·10 + p)·3 + o
+        let id = |q: u32, p: u32, o: u32| (q * 10 + p) * 3 + o;
+        // step 0: frames −2, −1 (none), 0
+        assert_eq!(t.steps(0, 1, v, &c), vec![id(0, 9, 0), id(1, 9, 0), id(2, 5, 2)]);
+        // step 2: frames 0, 1, 2
+        assert_eq!(t.steps(2, 1, v, &c), vec![id(0, 5, 2), id(1, 6, 2), id(2, 7, 2)]);
+        assert_eq!(c.slots(), 3);
     }
 
     #[test]
