@@ -32,7 +32,7 @@ pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
 pub use nar::{NarConfig, NarInput, NarItem, NarModel};
 pub use nar_train::{NarBatch, NarData, NarTask, NarTaskConfig};
-pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout};
+pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout, summed_slots};
 pub use train::{
     BatchItem, DurationBatch, HostBatch, HostDurations, MtpBatch, MtpData, MtpTask, MtpTaskConfig,
     duration_loss, host_batch, mtp_loss, rescale_durations,

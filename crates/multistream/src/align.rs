@@ -249,13 +249,7 @@ impl StepTrackEmbedding {
     /// - `ids`: `[batch, time, slots]`
     /// - output: `[batch, time, d_model]`
     pub fn forward(&self, ids: Tensor<3, Int>) -> Tensor<3> {
-        let [batch, time, slots] = ids.dims();
-        let x = self.embedding.forward(ids.reshape([batch, time * slots]));
-        let d = x.dims()[2];
-        x.reshape([batch, time, slots, d])
-            .sum_dim(2)
-            .reshape([batch, time, d])
-            .mul_scalar(1.0 / (slots as f64).sqrt())
+        voxspec_mtp::summed_slots(&self.embedding, ids)
     }
 }
 
@@ -332,9 +326,15 @@ mod tests {
         let v = 9; // id = (q·10 + p)·3 + o
         let id = |q: u32, p: u32, o: u32| (q * 10 + p) * 3 + o;
         // step 0: frames −2, −1 (none), 0
-        assert_eq!(t.steps(0, 1, v, &c), vec![id(0, 9, 0), id(1, 9, 0), id(2, 5, 2)]);
+        assert_eq!(
+            t.steps(0, 1, v, &c),
+            vec![id(0, 9, 0), id(1, 9, 0), id(2, 5, 2)]
+        );
         // step 2: frames 0, 1, 2
-        assert_eq!(t.steps(2, 1, v, &c), vec![id(0, 5, 2), id(1, 6, 2), id(2, 7, 2)]);
+        assert_eq!(
+            t.steps(2, 1, v, &c),
+            vec![id(0, 5, 2), id(1, 6, 2), id(2, 7, 2)]
+        );
         assert_eq!(c.slots(), 3);
     }
 
