@@ -193,6 +193,23 @@ impl PhoneTrack {
     }
 }
 
+/// The embeddings of every position's slot ids summed and scaled by 1/√slots, so a track and
+/// the code embedding start at the same scale (the phone track here, the multi-stream LM's
+/// step track).
+///
+/// # Shapes
+/// - `ids`: `[batch, time, slots]`
+/// - output: `[batch, time, d_model]`
+pub fn summed_slots(embedding: &Embedding, ids: Tensor<3, Int>) -> Tensor<3> {
+    let [batch, time, slots] = ids.dims();
+    let x = embedding.forward(ids.reshape([batch, time * slots]));
+    let d = x.dims()[2];
+    x.reshape([batch, time, slots, d])
+        .sum_dim(2)
+        .reshape([batch, time, d])
+        .mul_scalar(1.0 / (slots as f64).sqrt())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,21 +248,4 @@ mod tests {
                 .all(|&i| (i as usize) < l.rows() && i != l.none_id())
         );
     }
-}
-
-/// The embeddings of every position's slot ids summed and scaled by 1/√slots, so a track and
-/// the code embedding start at the same scale (the phone track here, the multi-stream LM's
-/// step track).
-///
-/// # Shapes
-/// - `ids`: `[batch, time, slots]`
-/// - output: `[batch, time, d_model]`
-pub fn summed_slots(embedding: &Embedding, ids: Tensor<3, Int>) -> Tensor<3> {
-    let [batch, time, slots] = ids.dims();
-    let x = embedding.forward(ids.reshape([batch, time * slots]));
-    let d = x.dims()[2];
-    x.reshape([batch, time, slots, d])
-        .sum_dim(2)
-        .reshape([batch, time, d])
-        .mul_scalar(1.0 / (slots as f64).sqrt())
 }
