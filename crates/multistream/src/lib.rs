@@ -14,10 +14,16 @@
 //! - [`MultiStreamTask`] ([`voxspec_train::TrainTask`]) over [`MultiStreamData`] ([`MsItem`]s:
 //!   text ids, codes from a `TokenStore`, optional global vectors): per-stream cross-entropy on
 //!   the valid positions of the delay pattern and each stream's EOS, averaged over streams
-//!   ([`multistream_loss`]); seeded bucketed batch plan, padding masked.
-//! - [`greedy_decode`]: greedy AR decoding, one forward per step, `S` forced at invalid
-//!   positions, the prompt never overwritten, stop at stream 0's EOS or `max_frames`; returns
-//!   the reverted frames `[streams][T]`.
+//!   ([`multistream_loss`]); seeded bucketed batch plan, padding masked; optional input-code
+//!   dropout and the shuffled-text diagnostic for validation.
+//! - Aligned models ([`align`]): a [`StepTrack`] of the phones each coming frame speaks (with
+//!   the units of the frame each covers) added at every speech step, and a duration predictor.
+//! - [`MsFrameLm`]: the model behind `voxspec-infer`'s `FrameModel`, so its frame decoders (AR,
+//!   speculative with per-stream acceptance) drive it; [`cut_draft`] makes drafts from its
+//!   layers; [`save_multistream`] / [`load_multistream`] read and write model directories.
+//! - [`greedy_decode`]: the reference greedy loop (one forward per step, `S` forced at invalid
+//!   positions, the prompt never overwritten, stop at stream 0's EOS or `max_frames`) the frame
+//!   decoders are tested against; returns the reverted frames `[streams][T]`.
 
 pub mod align;
 pub mod decode;
