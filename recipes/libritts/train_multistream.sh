@@ -29,7 +29,7 @@ threads=""
 codec=""
 steps=""
 codec_steps=""
-code_dropout=0.5
+code_dropout=0.7
 dropout=0.3
 ablation=1
 baseline_exp="exp/minitts"
@@ -49,8 +49,8 @@ Usage: $0 [options]
   --threads N          worker threads (default: all cores)
   --codec DIR          a trained SoCodec-style codec to use instead of training one
   --codec-steps N      SoCodec training steps (default: train_socodec.sh's)
-  --steps N            LM training steps (default 400 for minitts: its dev loss is lowest
-                       there; 100000 for LibriTTS)
+  --steps N            LM training steps (default 600 for minitts: its dev loss is lowest
+                       there with the default code dropout; 100000 for LibriTTS)
   --dropout P          LM dropout (default $dropout)
   --code-dropout P     input codes replaced by the special token in training (default
                        $code_dropout)
@@ -93,7 +93,7 @@ if [ -n "${LIBRITTS_ROOT:-}" ]; then
   steps="${steps:-100000}"; preset=base; batch=32
 else
   exp="${exp:-exp/multistream-minitts}"
-  steps="${steps:-400}"; preset=small; batch=16
+  steps="${steps:-600}"; preset=small; batch=16
 fi
 
 global=("${verbose[@]}")
