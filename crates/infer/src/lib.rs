@@ -37,8 +37,8 @@ pub use decoder::{
 };
 pub use error::{InferError, Result};
 pub use frames::{
-    FrameArDecoder, FrameDecoder, FrameGeneration, FrameLogits, FrameModel, FrameRequest,
-    FrameSpeculativeDecoder, FrameStats, FrameStop, TableFrameCache, TableFrameLm,
+    FrameArDecoder, FrameDecoder, FrameGeneration, FrameLogits, FrameModel, FrameMtpDecoder,
+    FrameRequest, FrameSpeculativeDecoder, FrameStats, FrameStop, TableFrameCache, TableFrameLm,
     TableFrameLmConfig, check_columns,
 };
 pub use lm::{LanguageModel, Logits, LogitsRequest, check_blocks};

@@ -66,7 +66,7 @@ use crate::viterbi::{Viterbi, ViterbiConfig, absorb_after, union_candidates};
 
 /// Viterbi path selection: its settings, the transition statistics and the solver's buffers.
 #[derive(Debug, Clone)]
-struct PathSelection {
+pub(crate) struct PathSelection {
     config: ViterbiConfig,
     transitions: Arc<Transitions>,
     solver: Viterbi,
@@ -111,15 +111,8 @@ impl MtpDecoder {
         config: ViterbiConfig,
         transitions: Arc<Transitions>,
     ) -> Result<Self> {
-        config.validate()?;
         let mut decoder = Self::new(heads)?;
-        decoder.viterbi = Some(PathSelection {
-            config,
-            transitions,
-            solver: Viterbi::new(),
-            log_s: Vec::new(),
-            log_q: Vec::new(),
-        });
+        decoder.viterbi = Some(PathSelection::new(config, transitions)?);
         Ok(decoder)
     }
 
@@ -176,6 +169,31 @@ impl MtpDecoder {
 }
 
 impl PathSelection {
+    /// Path selection over `transitions` with `config` (validated).
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] when `config.top_k = 0`.
+    pub(crate) fn new(config: ViterbiConfig, transitions: Arc<Transitions>) -> Result<Self> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            transitions,
+            solver: Viterbi::new(),
+            log_s: Vec::new(),
+            log_q: Vec::new(),
+        })
+    }
+
+    /// The settings.
+    pub(crate) fn config(&self) -> ViterbiConfig {
+        self.config
+    }
+
+    /// The vocabulary of the transition matrix.
+    pub(crate) fn vocab(&self) -> usize {
+        self.transitions.vocab_size()
+    }
+
     /// The Viterbi block of `n` tokens for sequence `b`.
     fn path(
         &mut self,
@@ -185,30 +203,43 @@ impl PathSelection {
         seq: &mut Sequence,
         sampler: &SamplerConfig,
     ) -> Result<Vec<u32>> {
+        let rows: Vec<&[f32]> = (0..n).map(|head| logits.row(b, 0, head)).collect();
+        let banned: Vec<Option<u32>> = (0..n).map(|head| seq.banned(head)).collect();
+        let eos = seq.eos();
+        self.select(&rows, &banned, &seq.tokens, eos, sampler, &mut seq.rng)
+    }
+
+    /// The best path of `rows.len()` tokens through the candidates of the head scores `rows`
+    /// (position `i` scored by `rows[i]`, with `banned[i]` excluded), given the tokens so far
+    /// (`history`: repetition penalty and, with `link_previous`, the block's link) and the
+    /// end-of-sequence class `eos` (which ends the path where it appears).
+    ///
+    /// # Errors
+    /// [`InferError::InvalidRequest`] from the solver (no position, no candidate).
+    pub(crate) fn select(
+        &mut self,
+        rows: &[&[f32]],
+        banned: &[Option<u32>],
+        history: &[u32],
+        eos: Option<u32>,
+        sampler: &SamplerConfig,
+        rng: &mut StdRng,
+    ) -> Result<Vec<u32>> {
         let temperature = if sampler.is_greedy() {
             1.0
         } else {
             sampler.temperature
         };
-        let mut per_head = Vec::with_capacity(n);
-        let mut log_s_full = Vec::with_capacity(n);
-        for head in 0..n {
-            let row = logits.row(b, 0, head);
-            let banned = seq.banned(head);
-            let scores = sampler.penalised(row, &seq.tokens, banned);
+        let mut per_head = Vec::with_capacity(rows.len());
+        let mut log_s_full = Vec::with_capacity(rows.len());
+        for (&row, &banned) in rows.iter().zip(banned) {
+            let scores = sampler.penalised(row, history, banned);
             let candidates = if sampler.is_greedy() {
                 let mut top = top_k_indices(&scores, self.config.top_k);
                 top.retain(|&t| scores[t as usize] > f32::NEG_INFINITY);
                 top
             } else {
-                draw_candidates(
-                    sampler,
-                    row,
-                    &seq.tokens,
-                    banned,
-                    self.config.top_k,
-                    &mut seq.rng,
-                )
+                draw_candidates(sampler, row, history, banned, self.config.top_k, rng)
             };
             per_head.push(candidates);
             log_s_full.push(log_softmax(&scores, temperature));
@@ -221,7 +252,7 @@ impl PathSelection {
                 .extend(candidates.iter().map(|&t| log_s[t as usize]));
         }
         self.transitions.block(&candidates, &mut self.log_q);
-        let mut prior: Option<Vec<f32>> = match seq.tokens.last() {
+        let mut prior: Option<Vec<f32>> = match history.last() {
             Some(&previous) if self.config.link_previous => Some(
                 candidates
                     .iter()
@@ -231,7 +262,6 @@ impl PathSelection {
             _ => None,
         };
         // End-of-sequence ends the path (see `absorb_after`); its extra state decodes as EOS.
-        let eos = seq.eos();
         let states = match eos.and_then(|e| candidates.iter().position(|&t| t == e)) {
             Some(last) => {
                 absorb_after(last, &mut self.log_s, &mut self.log_q, prior.as_mut(), m);

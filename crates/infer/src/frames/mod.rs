@@ -24,14 +24,19 @@
 //! - [`FrameSpeculativeDecoder`]: a draft [`FrameModel`] proposes `γ` columns, the target
 //!   scores them in one forward, and any [`crate::AcceptanceRule`] verifies every stream of
 //!   every drafted step independently.
+//! - [`FrameMtpDecoder`]: a model with `n` heads per stream emits up to `n` columns per
+//!   forward, drawn independently or chosen per stream by Viterbi.
 //! - [`TableFrameLm`]: a deterministic toy model for tests.
 
 mod ar;
 mod layout;
 mod model;
+mod mtp;
 mod speculative;
 mod toy;
 
+#[cfg(test)]
+mod mtp_tests;
 #[cfg(test)]
 mod tests;
 
@@ -39,6 +44,7 @@ use std::time::{Duration, Instant};
 
 pub use ar::FrameArDecoder;
 pub use model::{FrameLogits, FrameModel, check_columns};
+pub use mtp::FrameMtpDecoder;
 pub use speculative::FrameSpeculativeDecoder;
 pub use toy::{TableFrameCache, TableFrameLm, TableFrameLmConfig};
 

@@ -133,6 +133,28 @@ pub trait FrameModel {
 
     /// Rolls the cache back to its first `steps` steps (`steps ≤ self.steps(cache)`).
     fn truncate(&self, cache: &mut Self::Cache, steps: usize) -> Result<()>;
+
+    /// Prediction heads per position: head 0 predicts the next step (the logits
+    /// [`prefill`](Self::prefill) and [`extend`](Self::extend) return), head `i` the step `i`
+    /// after it (multi-token prediction). 1 for a model without extra heads.
+    fn heads(&self) -> usize {
+        1
+    }
+
+    /// The logits of heads `0..heads` after the last step held, `[heads][K][vocab]` (head-major,
+    /// read with [`FrameLogits::row`]`(head, stream)`).
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] when `heads` exceeds [`heads`](Self::heads) (the default
+    /// implementation has none to read); [`InferError::InvalidRequest`] on an empty cache.
+    fn head_logits(&self, cache: &Self::Cache, heads: usize) -> Result<FrameLogits> {
+        let _ = cache;
+        Err(InferError::InvalidSetting {
+            name: "heads",
+            value: heads.to_string(),
+            expected: "a model with multi-token heads".into(),
+        })
+    }
 }
 
 /// Checks columns handed to [`FrameModel::prefill`] or [`FrameModel::extend`]: at least one,
