@@ -24,8 +24,11 @@ pub fn cut_draft(
     spec.trained_layers().map_err(bad)?;
     let mut draft_config = config.clone();
     draft_config.transformer = draft_config.transformer.with_n_layers(layers.len());
+    // A draft proposes one step per forward: the target's extra heads stay behind.
+    draft_config.mtp = None;
     let model = MultiStreamModel {
         transformer: target.transformer.select_layers(&layers)?,
+        ahead: Vec::new(),
         ..target.clone()
     };
     Ok((draft_config, model))

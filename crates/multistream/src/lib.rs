@@ -33,6 +33,7 @@ pub mod files;
 pub mod input;
 pub mod lm;
 pub mod model;
+pub mod mtp;
 pub mod train;
 
 pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding, alignment_units};
@@ -45,6 +46,7 @@ pub use files::{
 pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
 pub use lm::{MsCache, MsFrameLm, MsPrompt};
 pub use model::{MultiStreamConfig, MultiStreamModel};
+pub use mtp::{MsMtpConfig, MsMtpHead};
 pub use train::{
     MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch,
     build_batch_with, delayed_codes, multistream_loss,

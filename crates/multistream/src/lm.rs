@@ -62,6 +62,9 @@ pub struct MsCache {
     prefix: usize,
     steps: usize,
     track: Option<StepTrack>,
+    /// The transformer's output `[1, 1, d_model]` after the last step fed (models with extra
+    /// heads; cleared by a truncation).
+    last_hidden: Option<burn::tensor::Tensor<3>>,
 }
 
 /// A [`MultiStreamModel`] with its config, as a [`FrameModel`].
@@ -106,16 +109,20 @@ impl MsFrameLm<'_> {
         };
         let input = self.model.input(self.config, &[row])?;
         let width = input.lens[0];
-        let logits = self.model.forward_cached(&input, &mut cache.kv)?;
+        let hidden = self.model.hidden_cached(&input, &mut cache.kv)?;
         cache.steps += n;
+        if !self.model.ahead.is_empty() {
+            cache.last_hidden = Some(hidden.clone().narrow(1, width - 1, 1));
+        }
         let (first, count) = if last_only {
             (width - 1, 1)
         } else {
             (width - n, n)
         };
-        // [1, width, K, V] → [count, K, V]
-        let data = logits
-            .narrow(1, first, count)
+        // [1, width, d] → [1, count, K, V] → [count, K, V]
+        let data = self
+            .model
+            .logits(hidden.narrow(1, first, count))
             .into_data()
             .try_into_vec::<f32>()
             .map_err(|e| MultiStreamError::Readback(format!("logits: {e:?}")))?;
@@ -157,6 +164,7 @@ impl FrameModel for MsFrameLm<'_> {
             prefix,
             steps: 0,
             track: prompt.track.clone(),
+            last_hidden: None,
         })
     }
 
@@ -196,7 +204,43 @@ impl FrameModel for MsFrameLm<'_> {
             });
         }
         cache.kv.truncate(cache.prefix + steps);
+        if steps < cache.steps {
+            cache.last_hidden = None;
+        }
         cache.steps = steps;
         Ok(())
+    }
+
+    fn heads(&self) -> usize {
+        1 + self.model.ahead.len()
+    }
+
+    fn head_logits(&self, cache: &MsCache, heads: usize) -> voxspec_infer::Result<FrameLogits> {
+        if heads == 0 || heads > FrameModel::heads(self) {
+            return Err(InferError::InvalidSetting {
+                name: "heads",
+                value: heads.to_string(),
+                expected: format!("1 to the model's {}", FrameModel::heads(self)),
+            });
+        }
+        let hidden = cache
+            .last_hidden
+            .clone()
+            .ok_or_else(|| InferError::InvalidRequest {
+                detail: "no step fed since the cache was filled or rolled back".into(),
+            })?;
+        let (k, vocab) = (self.config.streams, self.config.output_vocab());
+        // heads × [1, 1, K, V] → [heads, 1, K, V]
+        let mut all = vec![self.model.logits(hidden.clone())];
+        all.extend(
+            self.model.ahead[..heads - 1]
+                .iter()
+                .map(|h| h.forward(hidden.clone())),
+        );
+        let data = burn::tensor::Tensor::cat(all, 0)
+            .into_data()
+            .try_into_vec::<f32>()
+            .map_err(|e| InferError::Model(format!("head logits: {e:?}")))?;
+        FrameLogits::new(data, heads, k, vocab)
     }
 }

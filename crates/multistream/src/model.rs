@@ -35,6 +35,7 @@ use voxspec_mtp::DurationPredictor;
 use crate::align::{MsAlignConfig, StepTrackEmbedding};
 use crate::error::{MultiStreamError, Result as MsResult};
 use crate::input::{MsInput, SeqRow};
+use crate::mtp::{MsMtpConfig, MsMtpHead};
 
 /// Configuration of a [`MultiStreamModel`].
 #[derive(Config, Debug)]
@@ -58,6 +59,9 @@ pub struct MultiStreamConfig {
     /// text and speech only, as in the paper.
     #[config(default = "None")]
     pub align: Option<MsAlignConfig>,
+    /// Multi-token prediction heads ([`crate::mtp`]); `None`: the LM's own heads only.
+    #[config(default = "None")]
+    pub mtp: Option<MsMtpConfig>,
 }
 
 impl MultiStreamConfig {
@@ -166,7 +170,16 @@ impl MultiStreamConfig {
             a.validate()
                 .map_err(|detail| MultiStreamError::InvalidConfig { detail })?;
         }
+        if let Some(m) = &self.mtp {
+            m.validate()
+                .map_err(|detail| MultiStreamError::InvalidConfig { detail })?;
+        }
         Ok(())
+    }
+
+    /// Prediction heads per position: 1, or `mtp.heads`.
+    pub fn n_heads(&self) -> usize {
+        self.mtp.as_ref().map_or(1, |m| m.heads)
     }
 
     /// Track ids per speech position (0 without alignment).
@@ -214,6 +227,9 @@ impl MultiStreamConfig {
             heads: (0..self.streams)
                 .map(|_| LinearConfig::new(d, self.output_vocab()).init(device))
                 .collect(),
+            ahead: (1..self.n_heads())
+                .map(|_| MsMtpHead::init(d, self.streams, self.output_vocab(), device))
+                .collect(),
         })
     }
 }
@@ -237,6 +253,9 @@ pub struct MultiStreamModel {
     pub transformer: Transformer,
     /// Per stream: `d_model → codebook_size + 1` (codes and EOS).
     pub heads: Vec<Linear>,
+    /// Multi-token prediction: head `i + 1` predicts the column `i + 2` steps ahead (empty
+    /// without `mtp`).
+    pub ahead: Vec<MsMtpHead>,
 }
 
 impl MultiStreamModel {
@@ -323,6 +342,31 @@ impl MultiStreamModel {
         )
     }
 
+    /// Logits of the extra heads `1..n` from hidden states (empty without `mtp`).
+    ///
+    /// # Shapes
+    /// - `hidden`: `[batch, time, d_model]`
+    /// - output: `n − 1` tensors `[batch, time, streams, codebook_size + 1]`, head 1 first
+    pub fn ahead_logits(&self, hidden: Tensor<3>) -> Vec<Tensor<4>> {
+        self.ahead
+            .iter()
+            .map(|h| h.forward(hidden.clone()))
+            .collect()
+    }
+
+    /// The transformer's output over whole (padded) rows.
+    ///
+    /// # Shapes
+    /// - `input`: `[batch, time]` positions, right-padded (see [`MsInput`])
+    /// - output: `[batch, time, d_model]`
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn hidden(&self, input: &MsInput) -> MsResult<Tensor<3>> {
+        let x = self.embed(input)?;
+        Ok(self.transformer.forward(x, Some(input.mask.clone()))?)
+    }
+
     /// Full forward over whole (padded) rows: training and scoring.
     ///
     /// # Shapes
@@ -333,9 +377,7 @@ impl MultiStreamModel {
     /// # Errors
     /// As [`embed`](Self::embed); [`MultiStreamError::Nn`] past `max_seq_len`.
     pub fn forward(&self, input: &MsInput) -> MsResult<Tensor<4>> {
-        let x = self.embed(input)?;
-        let hidden = self.transformer.forward(x, Some(input.mask.clone()))?;
-        Ok(self.logits(hidden))
+        Ok(self.logits(self.hidden(input)?))
     }
 
     /// An empty KV cache for `batch` sequences of up to `capacity` positions.
@@ -363,10 +405,22 @@ impl MultiStreamModel {
     /// As [`embed`](Self::embed); [`MultiStreamError::Nn`] when the cache overflows or its
     /// batch differs (the cache is then unchanged).
     pub fn forward_cached(&self, input: &MsInput, cache: &mut KvCache) -> MsResult<Tensor<4>> {
+        Ok(self.logits(self.hidden_cached(input, cache)?))
+    }
+
+    /// [`forward_cached`](Self::forward_cached) up to the transformer's output (for the extra
+    /// heads).
+    ///
+    /// # Shapes
+    /// - `input`: `[batch, width]` positions, `batch` the cache's
+    /// - output: `[batch, width, d_model]`
+    ///
+    /// # Errors
+    /// As [`forward_cached`](Self::forward_cached).
+    pub fn hidden_cached(&self, input: &MsInput, cache: &mut KvCache) -> MsResult<Tensor<3>> {
         let x = self.embed(input)?;
-        let hidden = self
+        Ok(self
             .transformer
-            .forward_cached_ragged(x, &input.lens, cache)?;
-        Ok(self.logits(hidden))
+            .forward_cached_ragged(x, &input.lens, cache)?)
     }
 }

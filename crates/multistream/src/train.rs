@@ -25,6 +25,8 @@ use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
 
 use voxspec_mtp::{DurationBatch, duration_loss, rescale_durations};
 
+use crate::mtp::shift_targets;
+
 use crate::align::{MsAlignConfig, StepTrack};
 use crate::error::{MultiStreamError, Result};
 use crate::input::{MsInput, SeqRow};
@@ -72,6 +74,9 @@ pub struct MsBatch {
     pub targets: Tensor<3, Int>,
     /// 1 where a head has a target `[batch, time, streams]`, else 0.
     pub weights: Tensor<3>,
+    /// Targets and weights of the extra heads `1..n` (models with `mtp`), each
+    /// `[batch, time, streams]`: head 0's shifted `i` steps ([`crate::mtp::shift_targets`]).
+    pub ahead: Vec<(Tensor<3, Int>, Tensor<3>)>,
     /// Duration targets (aligned models).
     pub durations: Option<DurationBatch>,
     /// The same audio with another utterance's text and alignment (validation only: the
@@ -312,8 +317,19 @@ pub fn build_batch_with(
             steps += usize::from(any);
         }
     }
+    let scored: Vec<bool> = weights.chunks_exact(k).map(|w| w.contains(&1.0)).collect();
+    let ahead = (1..config.n_heads())
+        .map(|i| {
+            let (t, w) = shift_targets(&targets, &weights, &scored, [batch, time, k], i);
+            (
+                Tensor::from_data(TensorData::new(t, [batch, time, k]), device),
+                Tensor::from_data(TensorData::new(w, [batch, time, k]), device),
+            )
+        })
+        .collect();
     Ok(MsBatch {
         input,
+        ahead,
         targets: Tensor::from_data(TensorData::new(targets, [batch, time, k]), device),
         weights: Tensor::from_data(TensorData::new(weights, [batch, time, k]), device),
         durations: config.align.as_ref().map(|_| duration_batch(items, device)),
@@ -573,15 +589,30 @@ impl TrainTask for MultiStreamTask {
         batch: &MsBatch,
         _phase: usize,
     ) -> voxspec_train::Result<Losses> {
-        let logits = model.forward(&batch.input).map_err(TrainError::task)?;
-        let (mut total, per_stream) =
-            multistream_loss(logits, batch.targets.clone(), batch.weights.clone());
+        let hidden = model.hidden(&batch.input).map_err(TrainError::task)?;
+        let (mut total, per_stream) = multistream_loss(
+            model.logits(hidden.clone()),
+            batch.targets.clone(),
+            batch.weights.clone(),
+        );
         let mut terms: Vec<(String, Tensor<1>)> = per_stream
             .into_iter()
             .enumerate()
             .map(|(j, ce)| (format!("stream{j}"), ce))
             .collect();
         terms.push(("streams".into(), total.clone()));
+        if let Some(mtp) = &self.model.mtp {
+            for (i, (logits, (targets, weights))) in model
+                .ahead_logits(hidden)
+                .into_iter()
+                .zip(&batch.ahead)
+                .enumerate()
+            {
+                let (mean, _) = multistream_loss(logits, targets.clone(), weights.clone());
+                total = total + mean.clone() * mtp.head_weight(i + 1);
+                terms.push((format!("ahead{}", i + 1), mean));
+            }
+        }
         if let (Some(predictor), Some(d)) = (&model.duration, &batch.durations) {
             let predicted = predictor
                 .forward(d.ids.clone(), d.mask.clone())
