@@ -56,6 +56,13 @@ pub struct MultiStreamBenchArgs {
     /// Acceptance tolerances of the speculative rows (0: exact speculative sampling, > 0: SSD).
     #[arg(long, value_delimiter = ',', default_value = "0,0.4")]
     betas: Vec<f32>,
+    /// Steps per forward of the MTP rows (independent and Viterbi), for a model trained with
+    /// `--mtp-heads` [default: all its heads; none without].
+    #[arg(long, value_delimiter = ',')]
+    heads: Vec<usize>,
+    /// Candidates per head of the MTP Viterbi rows.
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
     /// Repetition penalty of the sampler (the SoCodec paper samples with 2.0).
     #[arg(long, default_value_t = 1.0)]
     repetition_penalty: f32,
@@ -148,6 +155,16 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
                 decoders.push(MsDecoder::Speculative { draft: d, config });
             }
         }
+    }
+    let heads = if args.heads.is_empty() {
+        let n = pipeline.config().n_heads();
+        if n > 1 { vec![n] } else { Vec::new() }
+    } else {
+        args.heads.clone()
+    };
+    for &h in &heads {
+        decoders.push(MsDecoder::Mtp(pipeline.mtp(h, None)?));
+        decoders.push(MsDecoder::Mtp(pipeline.mtp(h, Some(args.top_k))?));
     }
     let mut rows: Vec<MsRow> = decoders
         .iter()

@@ -3,6 +3,7 @@
 //! comes here when `--model` is a multi-stream LM directory; `bench decode --multistream` too.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -10,11 +11,12 @@ use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_codec::socodec::{MelToWave, SoCodec, SoCodecConfig};
 use voxspec_data::TextTokenizer;
 use voxspec_infer::{
-    AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameRequest,
-    FrameSpeculativeDecoder, SamplerConfig, SpeculativeConfig,
+    AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameMtpDecoder, FrameRequest,
+    FrameSpeculativeDecoder, SamplerConfig, SpeculativeConfig, Transitions, ViterbiConfig,
 };
 use voxspec_multistream::{
     MsFile, MsFrameLm, MsPrompt, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
+    load_stream_transitions,
 };
 
 /// The LM stage of [`MsPipeline::speak`]: (text, durations, frame limit) → frames `[K][T]`.
@@ -62,21 +64,29 @@ pub(crate) enum MsDecoder<'a> {
         draft: &'a MsDraft,
         config: SpeculativeConfig,
     },
+    /// Multi-token heads: up to `heads` steps per forward, independent or Viterbi per stream.
+    Mtp(FrameMtpDecoder),
 }
 
 impl<'a> MsDecoder<'a> {
     /// The decoder `synthesize`'s flags ask for.
     pub(crate) fn from_args(
         args: &crate::synth::SynthesizeArgs,
+        pipeline: &MsPipeline,
         draft: Option<&'a MsDraft>,
     ) -> anyhow::Result<Self> {
         use crate::synth::DecoderKind;
         let rule = match args.decoder {
             DecoderKind::Ar => return Ok(Self::Ar),
+            DecoderKind::Mtp => return Ok(Self::Mtp(pipeline.mtp(args.heads, None)?)),
+            DecoderKind::MtpViterbi => {
+                return Ok(Self::Mtp(pipeline.mtp(args.heads, Some(args.top_k))?));
+            }
             DecoderKind::Sd => AcceptanceRule::Exact,
             DecoderKind::Ssd => AcceptanceRule::Tolerance { beta: args.beta },
             other => anyhow::bail!(
-                "--decoder {other:?} is not available for multi-stream LMs (ar, sd, ssd are)"
+                "--decoder {other:?} is not available for multi-stream LMs (ar, mtp, \
+                 mtp-viterbi, sd, ssd are)"
             ),
         };
         let draft = draft.context("--decoder sd/ssd needs a draft (--draft DIR)")?;
@@ -92,6 +102,10 @@ impl<'a> MsDecoder<'a> {
             Self::Speculative { config, .. } => {
                 format!("{} γ={}", config.rule.name(), config.gamma)
             }
+            Self::Mtp(d) => match d.viterbi() {
+                Some(v) => format!("mtp-viterbi k={} top-k={}", d.heads(), v.top_k),
+                None => format!("mtp k={}", d.heads()),
+            },
         }
     }
 }
@@ -114,6 +128,8 @@ pub(crate) struct MsPipeline {
     pub(crate) codec: SoCodec,
     pub(crate) render: MelToWave,
     pub(crate) device: Device,
+    /// One transition matrix per stream (models trained with `--mtp-heads`).
+    pub(crate) transitions: Option<Vec<Arc<Transitions>>>,
 }
 
 /// One utterance's result.
@@ -164,7 +180,11 @@ impl MsPipeline {
             file.model.codebook_size
         );
         let render = crate::socodec_cmd::renderer(vocoder, griffin_lim, &codec_config, device)?;
+        let transitions = load_stream_transitions(model_dir, file.model.streams)
+            .with_context(|| format!("loading the transition matrices of {}", model_dir.display()))?
+            .map(|t| t.into_iter().map(Arc::new).collect());
         Ok(Self {
+            transitions,
             tokenizer,
             file,
             model,
@@ -178,6 +198,32 @@ impl MsPipeline {
     /// The LM's configuration.
     pub(crate) fn config(&self) -> &MultiStreamConfig {
         &self.file.model
+    }
+
+    /// The MTP decoder of `heads` steps per forward; with `top_k`, Viterbi over the model's
+    /// per-stream transition matrices.
+    pub(crate) fn mtp(
+        &self,
+        heads: usize,
+        top_k: Option<usize>,
+    ) -> anyhow::Result<FrameMtpDecoder> {
+        let have = self.config().n_heads();
+        anyhow::ensure!(
+            (1..=have).contains(&heads),
+            "--heads {heads}: the multi-stream LM has {have} prediction head(s) (train it with \
+             `voxspec train multistream --mtp-heads N` for more)"
+        );
+        Ok(match top_k {
+            None => FrameMtpDecoder::new(heads)?,
+            Some(k) => {
+                let transitions = self.transitions.clone().context(
+                    "--decoder mtp-viterbi needs the model's transition matrices \
+                     (transitions-<j>.safetensors, written by `voxspec train multistream \
+                     --mtp-heads`)",
+                )?;
+                FrameMtpDecoder::with_viterbi(heads, ViterbiConfig::new(k), transitions)?
+            }
+        })
     }
 
     /// The codec's sample rate.
@@ -301,6 +347,7 @@ impl MsPipeline {
                 FrameSpeculativeDecoder::new(d, config.clone())?
                     .generate(&target, &request, sampler)?
             }
+            MsDecoder::Mtp(d) => d.generate(&target, &request, sampler)?,
         })
     }
 
@@ -360,7 +407,7 @@ pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<
         Some(dir) => Some(load_draft(dir, &pipeline, &device)?),
         None => None,
     };
-    let decoder = MsDecoder::from_args(args, draft.as_ref())?;
+    let decoder = MsDecoder::from_args(args, &pipeline, draft.as_ref())?;
     let lines = crate::synth::sentences(args)?;
     let mut manifest = String::new();
     for (index, line) in lines.iter().enumerate() {

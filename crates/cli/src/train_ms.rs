@@ -5,7 +5,8 @@
 //! of its speaker's other recordings: at inference the reference is never the target) and, for an aligned model, on the phones of
 //! the coming frames (durations from the manifest's forced alignments in 20 ms units). The run
 //! directory ends with the model directory (`config.json` kind `multistream` +
-//! `model.safetensors`) and `tokenizer.json`.
+//! `model.safetensors`, and with `--mtp-heads` one `transitions-<j>.safetensors` per stream)
+//! and `tokenizer.json`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -16,10 +17,11 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TtsItem};
 use voxspec_draft::DraftSpec;
+use voxspec_infer::{Transitions, TransitionsConfig};
 use voxspec_multistream::{
-    MsAlignConfig, MsFile, MsItem, MultiStreamConfig, MultiStreamData, MultiStreamTask,
-    MultiStreamTaskConfig, alignment_units, cut_draft, draft_freeze_patterns, load_multistream,
-    save_multistream,
+    MsAlignConfig, MsFile, MsItem, MsMtpConfig, MultiStreamConfig, MultiStreamData,
+    MultiStreamTask, MultiStreamTaskConfig, alignment_units, cut_draft, draft_freeze_patterns,
+    load_multistream, save_multistream, save_stream_transitions,
 };
 
 use voxspec_data::Progress;
@@ -62,6 +64,14 @@ pub struct MultiStreamArgs {
     /// code sequences.
     #[arg(long, default_value_t = 0.0)]
     code_dropout: f32,
+    /// Prediction heads per step: 1 is the plain LM; n > 1 adds multi-token heads predicting
+    /// the steps 2..n ahead (decoded with `synthesize --decoder mtp|mtp-viterbi --heads`),
+    /// and writes one transition matrix per stream for Viterbi.
+    #[arg(long, default_value_t = 1)]
+    mtp_heads: usize,
+    /// Loss weight decay of the extra heads: head i counts weight^i.
+    #[arg(long, default_value_t = 0.8)]
+    mtp_weight: f32,
     /// Train a draft for speculative decoding instead: cut from this trained multi-stream LM
     /// (its run directory), keeping --layers; the lower layers (non-negative indices) and the
     /// heads train, the rest stays frozen. The model settings above come from the target.
@@ -297,6 +307,12 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         anyhow::ensure!((0.0..1.0).contains(&p), "--dropout {p} must be in [0, 1)");
         model.transformer.dropout = p;
     }
+    anyhow::ensure!(args.mtp_heads >= 1, "--mtp-heads must be at least 1");
+    if args.mtp_heads > 1 {
+        let mtp = MsMtpConfig::new(args.mtp_heads).with_weight(args.mtp_weight);
+        mtp.validate().map_err(anyhow::Error::msg)?;
+        model.mtp = Some(mtp);
+    }
     if aligned {
         // Every stream sees the phones of the frame it predicts (stream j is d·j steps late).
         model.align = Some(
@@ -355,9 +371,45 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         draft: None,
     };
     save_multistream(&common.out, &file, &model)?;
+    if file.model.mtp.is_some() {
+        save_stream_transitions(
+            &common.out,
+            &stream_transitions(&pairs.train, streams, pairs.codebook)?,
+        )?;
+    }
     pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
     println!("model: {}", common.out.join("model.safetensors").display());
     Ok(())
+}
+
+/// One transition matrix per stream over the codes and EOS, from the training tokens (stream
+/// 0's sequences end with EOS, the others never hold it).
+fn stream_transitions(
+    items: &[TtsItem],
+    streams: usize,
+    codebook: usize,
+) -> anyhow::Result<Vec<Transitions>> {
+    let eos = u32::try_from(codebook).context("codebook size")?;
+    (0..streams)
+        .map(|j| {
+            let sequences: Vec<Vec<u32>> = items
+                .iter()
+                .map(|i| {
+                    let mut s = i.codes.stream(j).to_vec();
+                    if j == 0 {
+                        s.push(eos);
+                    }
+                    s
+                })
+                .collect();
+            Transitions::from_sequences(
+                sequences.iter().map(Vec::as_slice),
+                codebook + 1,
+                &TransitionsConfig::default(),
+            )
+            .with_context(|| format!("transition matrix of stream {j}"))
+        })
+        .collect()
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -120,7 +120,7 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
 
     let lm = dir.join("lm");
     let mut args = train_args(&data, &tokens, &codec, &lm);
-    args.extend(["--code-dropout", "0.5"]);
+    args.extend(["--code-dropout", "0.5", "--mtp-heads", "3"]);
     let out = ok(&args);
     assert!(
         out.contains("aligned (step track + duration predictor)"),
@@ -132,6 +132,10 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
     assert_eq!(config["model"]["streams"], 4);
     assert_eq!(config["model"]["codebook_size"], 64);
     assert_eq!(config["model"]["align"]["units_per_frame"], 6);
+    assert_eq!(config["model"]["mtp"]["heads"], 3);
+    for j in 0..4 {
+        assert!(lm.join(format!("transitions-{j}.safetensors")).is_file());
+    }
     let metrics = std::fs::read_to_string(lm.join("metrics.jsonl")).unwrap();
     assert!(metrics.contains("streams_shuffled_text"), "{metrics}");
 
@@ -140,9 +144,11 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
     args.extend(["--target", s(&lm), "--layers", "0"]);
     let out = ok(&args);
     assert!(out.contains("draft (1 of 2 target layers)"), "{out}");
-    assert_eq!(
-        read_json(&draft.join("config.json"))["kind"],
-        "multistream-draft"
+    let draft_config = read_json(&draft.join("config.json"));
+    assert_eq!(draft_config["kind"], "multistream-draft");
+    assert!(
+        draft_config["model"]["mtp"].is_null(),
+        "a draft has no extra heads"
     );
 
     let reference = std::fs::read_to_string(data.join("train.jsonl")).unwrap();
@@ -152,6 +158,8 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
     for decoder in [
         &["--decoder", "ar"][..],
         &["--decoder", "sd", "--draft", s(&draft)],
+        &["--decoder", "mtp", "--heads", "3"],
+        &["--decoder", "mtp-viterbi", "--heads", "2", "--top-k", "3"],
     ] {
         let mut args = vec![
             "synthesize",
@@ -200,8 +208,13 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
     assert!(out.contains("| multistream | ar |"), "{out}");
     let report = read_json(&bench.join("bench-multistream.json"));
     let rows = report["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2);
+    // ar, sd γ=2, and the model's 3 heads independent and with Viterbi
+    assert_eq!(rows.len(), 4, "{out}");
     assert!(rows[1]["acceptance"].as_f64().is_some());
+    assert!(
+        out.contains("| mtp k=3 |") && out.contains("| mtp-viterbi k=3 top-k=5 |"),
+        "{out}"
+    );
     assert!(rows.iter().all(|r| r["lm_rtf"].as_f64().unwrap() > 0.0));
 
     // bad input: one clear error each
@@ -229,6 +242,26 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
         s(&wav),
     ]);
     assert!(err.contains("--draft"), "{err}");
+    let err = fail(&[
+        "synthesize",
+        "--model",
+        s(&lm),
+        "--text",
+        "hello",
+        "--prompt",
+        &reference,
+        "--decoder",
+        "mtp",
+        "--heads",
+        "5",
+        "--griffin-lim",
+        "-o",
+        s(&wav),
+    ]);
+    assert!(
+        err.contains("--heads 5") && err.contains("3 prediction head"),
+        "{err}"
+    );
     let (bad, bad2) = (dir.join("bad"), dir.join("bad2"));
     let mut args = train_args(&data, &tokens, &codec, &bad);
     args.extend(["--streams", "9"]);

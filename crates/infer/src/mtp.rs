@@ -184,11 +184,6 @@ impl PathSelection {
         })
     }
 
-    /// The settings.
-    pub(crate) fn config(&self) -> ViterbiConfig {
-        self.config
-    }
-
     /// The vocabulary of the transition matrix.
     pub(crate) fn vocab(&self) -> usize {
         self.transitions.vocab_size()

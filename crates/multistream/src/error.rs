@@ -37,6 +37,9 @@ pub enum MultiStreamError {
     /// Saving or loading a model directory failed.
     #[error(transparent)]
     Files(#[from] voxspec_train::TrainError),
+    /// Decoding support (transition matrices) failed to load or save.
+    #[error(transparent)]
+    Infer(#[from] voxspec_infer::InferError),
     /// Reading a tensor back to the host failed.
     #[error("cannot read tensor data: {0}")]
     Readback(String),

@@ -41,7 +41,8 @@ pub use decode::{DecodeRequest, greedy_decode, request_track};
 pub use draft::{cut_draft, draft_freeze_patterns};
 pub use error::{MultiStreamError, Result};
 pub use files::{
-    MULTISTREAM_DRAFT_KIND, MULTISTREAM_KIND, MsFile, load_multistream, save_multistream,
+    MULTISTREAM_DRAFT_KIND, MULTISTREAM_KIND, MsFile, load_multistream, load_stream_transitions,
+    save_multistream, save_stream_transitions, transitions_path,
 };
 pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
 pub use lm::{MsCache, MsFrameLm, MsPrompt};
