@@ -56,6 +56,10 @@ pub struct MultiStreamBenchArgs {
     /// Acceptance tolerances of the speculative rows (0: exact speculative sampling, > 0: SSD).
     #[arg(long, value_delimiter = ',', default_value = "0,0.4")]
     betas: Vec<f32>,
+    /// Also PCG rows (with --draft): group acceptance with each stream's own similarity
+    /// groups (mean size 4.5), one row per γ.
+    #[arg(long)]
+    pcg: bool,
     /// Steps per forward of the MTP rows (independent and Viterbi), for a model trained with
     /// `--mtp-heads` [default: all its heads; none without].
     #[arg(long, value_delimiter = ',')]
@@ -141,6 +145,11 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         Some(dir) => Some(load_draft(dir, &pipeline, &device)?),
         None => None,
     };
+    let pcg_rules = if args.pcg && draft.is_some() {
+        pipeline.stream_groups(None)?
+    } else {
+        Vec::new()
+    };
     let mut decoders = vec![MsDecoder::Ar];
     if let Some(d) = &draft {
         for &gamma in &args.gammas {
@@ -152,7 +161,18 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
                 };
                 let config = SpeculativeConfig::new(gamma, rule);
                 config.validate()?;
-                decoders.push(MsDecoder::Speculative { draft: d, config });
+                decoders.push(MsDecoder::Speculative {
+                    draft: d,
+                    config,
+                    stream_rules: None,
+                });
+            }
+            if args.pcg {
+                decoders.push(MsDecoder::Speculative {
+                    draft: d,
+                    config: SpeculativeConfig::new(gamma, AcceptanceRule::Exact),
+                    stream_rules: Some(pcg_rules.clone()),
+                });
             }
         }
     }

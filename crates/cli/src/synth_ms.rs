@@ -12,7 +12,8 @@ use voxspec_codec::socodec::{MelToWave, SoCodec, SoCodecConfig};
 use voxspec_data::TextTokenizer;
 use voxspec_infer::{
     AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameMtpDecoder, FrameRequest,
-    FrameSpeculativeDecoder, SamplerConfig, SpeculativeConfig, Transitions, ViterbiConfig,
+    FrameSpeculativeDecoder, SamplerConfig, SimilarityGroups, SpeculativeConfig, Transitions,
+    ViterbiConfig, groups_of_mean_size,
 };
 use voxspec_multistream::{
     MsFile, MsFrameLm, MsPrompt, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
@@ -63,6 +64,8 @@ pub(crate) enum MsDecoder<'a> {
     Speculative {
         draft: &'a MsDraft,
         config: SpeculativeConfig,
+        /// PCG: each stream's own similarity groups (overriding `config.rule`).
+        stream_rules: Option<Vec<AcceptanceRule>>,
     },
     /// Multi-token heads: up to `heads` steps per forward, independent or Viterbi per stream.
     Mtp(FrameMtpDecoder),
@@ -82,23 +85,36 @@ impl<'a> MsDecoder<'a> {
             DecoderKind::MtpViterbi => {
                 return Ok(Self::Mtp(pipeline.mtp(args.heads, Some(args.top_k))?));
             }
-            DecoderKind::Sd => AcceptanceRule::Exact,
+            DecoderKind::Sd | DecoderKind::Pcg => AcceptanceRule::Exact,
             DecoderKind::Ssd => AcceptanceRule::Tolerance { beta: args.beta },
             other => anyhow::bail!(
                 "--decoder {other:?} is not available for multi-stream LMs (ar, mtp, \
-                 mtp-viterbi, sd, ssd are)"
+                 mtp-viterbi, sd, ssd, pcg are)"
             ),
         };
-        let draft = draft.context("--decoder sd/ssd needs a draft (--draft DIR)")?;
+        let draft = draft.context("--decoder sd/ssd/pcg needs a draft (--draft DIR)")?;
         let config = SpeculativeConfig::new(args.gamma, rule);
         config.validate()?;
-        Ok(Self::Speculative { draft, config })
+        let stream_rules = match args.decoder {
+            DecoderKind::Pcg => Some(pipeline.stream_groups(args.theta)?),
+            _ => None,
+        };
+        Ok(Self::Speculative {
+            draft,
+            config,
+            stream_rules,
+        })
     }
 
     /// Short name for logs and tables.
     pub(crate) fn label(&self) -> String {
         match self {
             Self::Ar => "ar".into(),
+            Self::Speculative {
+                config,
+                stream_rules: Some(_),
+                ..
+            } => format!("pcg γ={}", config.gamma),
             Self::Speculative { config, .. } => {
                 format!("{} γ={}", config.rule.name(), config.gamma)
             }
@@ -198,6 +214,37 @@ impl MsPipeline {
     /// The LM's configuration.
     pub(crate) fn config(&self) -> &MultiStreamConfig {
         &self.file.model
+    }
+
+    /// PCG acceptance rules, one per stream: similarity groups of that stream's input
+    /// embeddings (its codes, and `S` standing for EOS) at `theta`, or at the θ whose groups
+    /// have a mean size of 4.5 (the paper's setting).
+    pub(crate) fn stream_groups(&self, theta: Option<f32>) -> anyhow::Result<Vec<AcceptanceRule>> {
+        self.model
+            .stream_embeddings
+            .iter()
+            .enumerate()
+            .map(|(j, table)| {
+                let [vocab, dim] = table.weight.val().dims();
+                let weights = table
+                    .weight
+                    .val()
+                    .into_data()
+                    .try_into_vec::<f32>()
+                    .map_err(|e| anyhow::anyhow!("stream {j} embeddings: {e:?}"))?;
+                let groups = match theta {
+                    Some(t) => SimilarityGroups::from_embeddings(&weights, vocab, dim, t)?,
+                    None => groups_of_mean_size(&weights, vocab, dim, 4.5)?,
+                };
+                tracing::debug!(
+                    stream = j,
+                    theta = groups.theta(),
+                    mean = groups.mean_group_size(),
+                    "PCG groups"
+                );
+                Ok(AcceptanceRule::Groups(Arc::new(groups)))
+            })
+            .collect()
     }
 
     /// The MTP decoder of `heads` steps per forward; with `top_k`, Viterbi over the model's
@@ -339,13 +386,20 @@ impl MsPipeline {
         let request = FrameRequest::new(prompt, max_frames, seed).with_min_frames(min_frames);
         Ok(match decoder {
             MsDecoder::Ar => FrameArDecoder::new().generate(&target, &request, sampler)?,
-            MsDecoder::Speculative { draft, config } => {
+            MsDecoder::Speculative {
+                draft,
+                config,
+                stream_rules,
+            } => {
                 let d = MsFrameLm {
                     model: &draft.model,
                     config: &draft.config,
                 };
-                FrameSpeculativeDecoder::new(d, config.clone())?
-                    .generate(&target, &request, sampler)?
+                let mut decoder = FrameSpeculativeDecoder::new(d, config.clone())?;
+                if let Some(rules) = stream_rules {
+                    decoder = decoder.with_stream_rules(rules.clone())?;
+                }
+                decoder.generate(&target, &request, sampler)?
             }
             MsDecoder::Mtp(d) => d.generate(&target, &request, sampler)?,
         })

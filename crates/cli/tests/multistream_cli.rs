@@ -158,6 +158,7 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
     for decoder in [
         &["--decoder", "ar"][..],
         &["--decoder", "sd", "--draft", s(&draft)],
+        &["--decoder", "pcg", "--draft", s(&draft)],
         &["--decoder", "mtp", "--heads", "3"],
         &["--decoder", "mtp-viterbi", "--heads", "2", "--top-k", "3"],
     ] {
@@ -200,6 +201,7 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
         "2",
         "--betas",
         "0",
+        "--pcg",
         "--teacher",
         &ctc(),
         "--out",
@@ -208,8 +210,9 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
     assert!(out.contains("| multistream | ar |"), "{out}");
     let report = read_json(&bench.join("bench-multistream.json"));
     let rows = report["rows"].as_array().unwrap();
-    // ar, sd γ=2, and the model's 3 heads independent and with Viterbi
-    assert_eq!(rows.len(), 4, "{out}");
+    // ar, sd γ=2, pcg γ=2, and the model's 3 heads independent and with Viterbi
+    assert_eq!(rows.len(), 5, "{out}");
+    assert!(out.contains("| pcg γ=2 |"), "{out}");
     assert!(rows[1]["acceptance"].as_f64().is_some());
     assert!(
         out.contains("| mtp k=3 |") && out.contains("| mtp-viterbi k=3 top-k=5 |"),

@@ -53,7 +53,7 @@ use super::{FrameDecoder, FrameGeneration, FrameRequest, FrameStats, finish, tim
 use crate::error::{InferError, Result};
 use crate::sampler::{SamplerConfig, sample, seeded_rng};
 use crate::speculative::{SpeculativeConfig, check_sampler};
-use crate::verify::verify_position;
+use crate::verify::{AcceptanceRule, verify_position};
 
 /// How the verdicts of one step's streams become the emitted column. Only `Independent` is
 /// correct; the other exists for the tests' negative control.
@@ -73,6 +73,8 @@ pub(crate) enum ColumnRule {
 pub struct FrameSpeculativeDecoder<D> {
     draft: D,
     config: SpeculativeConfig,
+    /// Per-stream acceptance rules overriding `config.rule` (empty: `config.rule` for all).
+    stream_rules: Vec<AcceptanceRule>,
     column_rule: ColumnRule,
 }
 
@@ -86,8 +88,31 @@ impl<D: FrameModel> FrameSpeculativeDecoder<D> {
         Ok(Self {
             draft,
             config,
+            stream_rules: Vec::new(),
             column_rule: ColumnRule::Independent,
         })
+    }
+
+    /// Stream `j` verifies with `rules[j]` instead of the config's rule: PCG with each
+    /// stream's own similarity groups (the streams have distinct codebooks), or any mix.
+    /// `γ` and its adaptation still follow the config.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] for no rule or an invalid one (the count and
+    /// vocabularies are checked against the model in `generate`).
+    pub fn with_stream_rules(mut self, rules: Vec<AcceptanceRule>) -> Result<Self> {
+        if rules.is_empty() {
+            return Err(InferError::InvalidSetting {
+                name: "stream rules",
+                value: "none".into(),
+                expected: "one acceptance rule per stream".into(),
+            });
+        }
+        for rule in &rules {
+            rule.validate(None)?;
+        }
+        self.stream_rules = rules;
+        Ok(self)
     }
 
     /// The draft model.
@@ -203,8 +228,20 @@ where
         check_sampler(sampler)?;
         check_draft(model, &self.draft)?;
         let layout = Layout::new(model, request)?;
-        let rule = &self.config.rule;
-        rule.validate(Some(layout.vocab))?;
+        let rules: Vec<&AcceptanceRule> = if self.stream_rules.is_empty() {
+            vec![&self.config.rule; layout.streams]
+        } else if self.stream_rules.len() == layout.streams {
+            self.stream_rules.iter().collect()
+        } else {
+            return Err(InferError::InvalidSetting {
+                name: "stream rules",
+                value: format!("{} rules", self.stream_rules.len()),
+                expected: format!("one per stream of the model ({})", layout.streams),
+            });
+        };
+        for rule in &rules {
+            rule.validate(Some(layout.vocab))?;
+        }
         let draft = &self.draft;
         let (k, vocab) = (layout.streams, layout.vocab);
         let mut stats = FrameStats::new(k);
@@ -326,7 +363,7 @@ where
                                 &history[j],
                                 layout.banned(j, frame),
                             );
-                            let verdict = verify_position(rule, d.raw[j], p, &q, &mut rng)?;
+                            let verdict = verify_position(rules[j], d.raw[j], p, &q, &mut rng)?;
                             stats.drafted[j] += 1;
                             stats.thinning_trials += verdict.trials;
                             match verdict.replacement {

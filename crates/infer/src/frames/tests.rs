@@ -592,3 +592,46 @@ fn toy_cached_extend_equals_scores_from_scratch() {
         model.scores_after(&prompt, &columns)
     );
 }
+
+/// Per-stream rules (PCG with each stream's own groups beside exact and SSD streams) keep
+/// greedy speculation equal to greedy AR; a rule count other than the streams' is refused.
+#[test]
+fn per_stream_rules_keep_greedy_speculation_exact_and_are_checked() {
+    let greedy = SamplerConfig::greedy();
+    let target = TableFrameLmConfig::new(3, 5, 1).with_seed(4);
+    let model = target.init().unwrap();
+    let draft = target.draft(1.5, 3);
+    let groups = |shift: u32| {
+        let lists: Vec<Vec<u32>> = (0..6u32).map(|t| vec![t, (t + shift) % 6]).collect();
+        AcceptanceRule::Groups(Arc::new(
+            SimilarityGroups::from_lists(6, 0.5, &lists).unwrap(),
+        ))
+    };
+    let rules = vec![groups(1), AcceptanceRule::Exact, groups(2)];
+    let mut rejected = 0;
+    for seed in 0..4u64 {
+        let request = FrameRequest::new(vec![seed as u32, 2], 12, seed);
+        let ar = FrameArDecoder::new()
+            .generate(&model, &request, &greedy)
+            .unwrap();
+        let out = spec(&draft, 3, AcceptanceRule::Exact)
+            .with_stream_rules(rules.clone())
+            .unwrap()
+            .generate(&model, &request, &greedy)
+            .unwrap();
+        assert_eq!(out.columns, ar.columns, "seed {seed}");
+        rejected += out.stats.drafted_steps - out.stats.accepted_steps;
+    }
+    assert!(rejected > 0, "rollbacks must be exercised");
+    let err = spec(&draft, 3, AcceptanceRule::Exact)
+        .with_stream_rules(rules[..2].to_vec())
+        .unwrap()
+        .generate(&model, &FrameRequest::new(vec![1], 8, 0), &greedy)
+        .unwrap_err();
+    assert!(err.to_string().contains("one per stream"), "{err}");
+    assert!(
+        spec(&draft, 3, AcceptanceRule::Exact)
+            .with_stream_rules(Vec::new())
+            .is_err()
+    );
+}
