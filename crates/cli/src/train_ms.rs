@@ -19,9 +19,9 @@ use voxspec_data::{BucketConfig, TtsItem};
 use voxspec_draft::DraftSpec;
 use voxspec_infer::{Transitions, TransitionsConfig};
 use voxspec_multistream::{
-    MsAlignConfig, MsFile, MsItem, MsMtpConfig, MultiStreamConfig, MultiStreamData,
-    MultiStreamTask, MultiStreamTaskConfig, alignment_units, cut_draft, draft_freeze_patterns,
-    load_multistream, save_multistream, save_stream_transitions,
+    MsAlignConfig, MsFile, MsItem, MsMtpConfig, MsMtpHead, MultiStreamConfig, MultiStreamData,
+    MultiStreamModel, MultiStreamTask, MultiStreamTaskConfig, alignment_units, cut_draft,
+    draft_freeze_patterns, load_multistream, save_multistream, save_stream_transitions,
 };
 
 use voxspec_data::Progress;
@@ -72,6 +72,11 @@ pub struct MultiStreamArgs {
     /// Loss weight decay of the extra heads: head i counts weight^i.
     #[arg(long, default_value_t = 0.8)]
     mtp_weight: f32,
+    /// Add the --mtp-heads to this trained multi-stream LM (its run directory) instead of
+    /// training a new one: its weights stay frozen and only the new heads train (Medusa-1),
+    /// so its own next-step predictions are unchanged.
+    #[arg(long, value_name = "DIR", conflicts_with = "target")]
+    base: Option<PathBuf>,
     /// Train a draft for speculative decoding instead: cut from this trained multi-stream LM
     /// (its run directory), keeping --layers; the lower layers (non-negative indices) and the
     /// heads train, the rest stays frozen. The model settings above come from the target.
@@ -265,7 +270,11 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         "multi-stream LM: {streams} streams at {:.0} ms, delay {}, {} ({with_units} of {} \
          training utterances aligned{})",
         1000.0 / pairs.frame_rate,
-        args.delay,
+        if args.base.is_some() || args.target.is_some() {
+            "as the base's".to_string()
+        } else {
+            args.delay.to_string()
+        },
         if aligned {
             "aligned (step track + duration predictor)"
         } else {
@@ -294,6 +303,9 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
 
     if let Some(target) = &args.target {
         return draft(&args, target, &pairs, train_items, dev_items);
+    }
+    if let Some(base) = &args.base {
+        return heads_on(&args, base, &pairs, train_items, dev_items);
     }
     let vocab = pairs.tokenizer.vocab_size();
     let mut model = match args.preset {
@@ -497,6 +509,130 @@ fn draft(
         "draft ({} of {} target layers): {}",
         layers.len(),
         t.transformer.n_layers,
+        common.out.join("model.safetensors").display()
+    );
+    Ok(())
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct HeadsSettings {
+    base: PathBuf,
+    mtp: MsMtpConfig,
+    bucket: BucketConfig,
+    code_dropout: f32,
+}
+
+/// `train multistream --base`: multi-token heads on a trained, frozen LM.
+fn heads_on(
+    args: &MultiStreamArgs,
+    base_dir: &Path,
+    pairs: &crate::train_lm::Pairs,
+    train_items: Vec<MsItem>,
+    dev_items: Vec<MsItem>,
+) -> anyhow::Result<()> {
+    let common = &args.common;
+    anyhow::ensure!(
+        args.mtp_heads >= 2,
+        "--base trains multi-token heads: give --mtp-heads 2 or more"
+    );
+    let device = crate::device::single()?.autodiff();
+    let (base_file, base) = load_multistream(base_dir, &device)
+        .with_context(|| format!("loading the base LM {}", base_dir.display()))?;
+    anyhow::ensure!(
+        base_file.draft.is_none(),
+        "{} is a draft: give a multi-stream LM's run directory",
+        base_dir.display()
+    );
+    let b = &base_file.model;
+    anyhow::ensure!(
+        b.text_vocab == pairs.tokenizer.vocab_size() && b.codebook_size == pairs.codebook,
+        "the base LM reads {} text tokens and {} codes; the data has {} and {}",
+        b.text_vocab,
+        b.codebook_size,
+        pairs.tokenizer.vocab_size(),
+        pairs.codebook
+    );
+    anyhow::ensure!(
+        b.align.is_none() || train_items.iter().all(|i| i.durations.is_some()),
+        "the base LM is aligned; the training utterances need alignments"
+    );
+    let settings = crate::train_lm::run_settings(
+        common,
+        "multistream",
+        HeadsSettings {
+            base: base_dir.to_path_buf(),
+            mtp: MsMtpConfig::new(args.mtp_heads).with_weight(args.mtp_weight),
+            bucket: crate::train_lm::bucket(common, true),
+            code_dropout: args.code_dropout,
+        },
+    )?;
+    settings.mtp.validate().map_err(anyhow::Error::msg)?;
+    let config = MultiStreamConfig {
+        mtp: Some(settings.mtp.clone()),
+        ..b.clone()
+    };
+    // The base's weights are constants; only the new heads are trainable.
+    let model = MultiStreamModel {
+        ahead: (1..settings.mtp.heads)
+            .map(|_| {
+                MsMtpHead::init(
+                    config.transformer.d_model,
+                    config.streams,
+                    config.output_vocab(),
+                    &device,
+                )
+                // untracked, like the loaded weights: the loop marks what trains
+                .no_grad()
+            })
+            .collect(),
+        ..base.no_grad()
+    };
+    let valid_bucket = BucketConfig {
+        shuffle: false,
+        ..settings.bucket.clone()
+    };
+    let task = MultiStreamTask {
+        model: config.clone(),
+        task: MultiStreamTaskConfig {
+            bucket: settings.bucket.clone(),
+        },
+        train: MultiStreamData::new(train_items, &config, settings.bucket.clone())?
+            .with_code_dropout(settings.code_dropout),
+        valid: if dev_items.is_empty() {
+            None
+        } else {
+            Some(MultiStreamData::new(dev_items, &config, valid_bucket)?)
+        },
+        init: Some(model),
+    };
+    let freeze: Vec<String> = [
+        r"^text_embedding\.",
+        r"^stream_embeddings\.",
+        r"^segment_embedding\.",
+        r"^voice_projection\.",
+        r"^track\.",
+        r"^duration\.",
+        r"^transformer\.",
+        r"^heads\.",
+    ]
+    .map(String::from)
+    .into();
+    let (model, _) = crate::train_lm::train(common, task, freeze, std::slice::from_ref(&device))?;
+    let file = MsFile {
+        model: config,
+        codec: base_file.codec.clone(),
+        draft: None,
+    };
+    save_multistream(&common.out, &file, &model)?;
+    save_stream_transitions(
+        &common.out,
+        &stream_transitions(&pairs.train, file.model.streams, pairs.codebook)?,
+    )?;
+    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    println!(
+        "{} multi-token heads on the frozen {}: {}",
+        settings.mtp.heads - 1,
+        base_dir.display(),
         common.out.join("model.safetensors").display()
     );
     Ok(())

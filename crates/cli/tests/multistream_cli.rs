@@ -182,6 +182,41 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
         assert!(!audio.samples.is_empty() && audio.samples.iter().all(|x| x.is_finite()));
     }
 
+    // Medusa-1: heads on the frozen LM leave its own predictions, hence greedy AR, unchanged.
+    let heads = dir.join("heads");
+    let mut args = train_args(&data, &tokens, &codec, &heads);
+    args.extend(["--base", s(&lm), "--mtp-heads", "2"]);
+    let out = ok(&args);
+    assert!(out.contains("1 multi-token heads on the frozen"), "{out}");
+    assert_eq!(
+        read_json(&heads.join("config.json"))["model"]["mtp"]["heads"],
+        2
+    );
+    let speak = |model: &Path, wav: &Path| {
+        ok(&[
+            "synthesize",
+            "--model",
+            s(model),
+            "--text",
+            "The birch canoe slid on the smooth planks.",
+            "--prompt",
+            &reference,
+            "--griffin-lim",
+            "--decoder",
+            "ar",
+            "--temperature",
+            "0",
+            "-o",
+            s(wav),
+        ]);
+        std::fs::read(wav).unwrap()
+    };
+    assert_eq!(
+        speak(&lm, &dir.join("base.wav")),
+        speak(&heads, &dir.join("heads.wav")),
+        "the base LM changed under its new heads"
+    );
+
     let bench = dir.join("bench");
     let out = ok(&[
         "bench",
