@@ -9,11 +9,15 @@
 #   stage 2  lm         the multi-stream LM, delay d = 1 (aligned: step track + duration
 #                       predictor, when the corpus has phone alignments) → <exp>/lm
 #   stage 3  lm_d0      the no-delay ablation, d = 0 (--no-ablation skips it) → <exp>/lm-d0
-#   stage 4  draft      a draft of the LM's first layer for speculative decoding → <exp>/draft
-#   stage 5  bench      frame AR and speculative decoders on the test split: LM RTF, ms per
-#                       frame, frames per forward, acceptance, CER, forced-choice accuracy;
-#                       the d = 0 model; the main job's single-stream AR (--baseline-exp, run
-#                       recipes/libritts/train_mtp.sh first) in the same run → <exp>/bench
+#   stage 4  mtp        --mtp-heads multi-token heads on the frozen d = 0 LM (d = 1 with
+#                       --no-ablation), one transition matrix per stream → <exp>/lm-mtp
+#   stage 5  draft      a draft of the LM's first layer for speculative decoding → <exp>/draft
+#   stage 6  bench      frame AR, speculative (exact, SSD, per-stream PCG) and MTP (independent,
+#                       Viterbi) decoders on the test split: LM RTF, ms per frame, frames per
+#                       forward, acceptance, CER, forced-choice accuracy; the d = 1 and d = 0
+#                       models; the main job's single-stream AR (--baseline-exp, run
+#                       recipes/libritts/train_mtp.sh first) in the same run → <exp>/bench,
+#                       <exp>/bench-d0
 #
 # Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
@@ -31,6 +35,8 @@ steps=""
 codec_steps=""
 code_dropout=0.7
 dropout=0.3
+mtp_heads=4
+mtp_steps=200
 ablation=1
 baseline_exp="exp/minitts"
 bench_utterances=60
@@ -38,7 +44,7 @@ force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -55,6 +61,9 @@ Usage: $0 [options]
   --code-dropout P     input codes replaced by the special token in training (default
                        $code_dropout)
   --no-ablation        skip the d = 0 model
+  --mtp-heads N        prediction heads of the MTP model (default $mtp_heads; 1 skips stage 4)
+  --mtp-steps N        training steps of its heads (default $mtp_steps: their dev loss is
+                       lowest there on minitts)
   --baseline-exp DIR   train_mtp.sh experiment whose AR model runs beside (default
                        $baseline_exp; skipped when it has no model)
   --bench-utterances N test sentences in the benchmark (default $bench_utterances)
@@ -77,6 +86,8 @@ while [ $# -gt 0 ]; do
     --dropout) dropout="$2"; shift 2 ;;
     --code-dropout) code_dropout="$2"; shift 2 ;;
     --no-ablation) ablation=0; shift ;;
+    --mtp-heads) mtp_heads="$2"; shift 2 ;;
+    --mtp-steps) mtp_steps="$2"; shift 2 ;;
     --baseline-exp) baseline_exp="$2"; shift 2 ;;
     --bench-utterances) bench_utterances="$2"; shift 2 ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
@@ -172,15 +183,25 @@ if [ "$ablation" = 1 ] && run_stage 3 lm_d0; then
   touch "$done_dir/lm_d0.done"
 fi
 
-if run_stage 4 draft; then
-  log "Stage 4 (draft): layer 0 of $exp/lm, its layer and heads trained → $exp/draft"
+mtp_base="$exp/lm-d0"
+[ "$ablation" = 1 ] || mtp_base="$exp/lm"
+if [ "$mtp_heads" -gt 1 ] && run_stage 4 mtp; then
+  log "Stage 4 (mtp): $mtp_heads heads on the frozen $mtp_base, $mtp_steps steps → $exp/lm-mtp"
+  vx train multistream --data "$data" --tokens "$tokens" --codec "$codec_dir" \
+    --out "$exp/lm-mtp" --base "$mtp_base" --mtp-heads "$mtp_heads" --steps "$mtp_steps" \
+    --batch "$batch" --valid-every 100 --checkpoint-every 100 $(resume_flag "$exp/lm-mtp")
+  touch "$done_dir/mtp.done"
+fi
+
+if run_stage 5 draft; then
+  log "Stage 5 (draft): layer 0 of $exp/lm, its layer and heads trained → $exp/draft"
   vx train multistream --data "$data" --tokens "$tokens" --codec "$codec_dir" \
     --out "$exp/draft" --target "$exp/lm" --layers 0 --steps "$steps" --batch "$batch" \
     --valid-every 100 --checkpoint-every 100 $(resume_flag "$exp/draft")
   touch "$done_dir/draft.done"
 fi
 
-if run_stage 5 bench; then
+if run_stage 6 bench; then
   reference=$(head -n 1 "$data/train.jsonl" | sed 's/.*"path":"\([^"]*\)".*/\1/')
   baseline=()
   if [ -f "$baseline_exp/ar/config.json" ]; then
@@ -188,14 +209,27 @@ if run_stage 5 bench; then
   else
     log "no single-stream AR model in $baseline_exp/ar: its row is left out"
   fi
-  log "Stage 5 (bench): test split, voice of $reference → $exp/bench"
+  log "Stage 6 (bench): test split, voice of $reference → $exp/bench"
   vx bench multistream --model "$exp/lm" --draft "$exp/draft" --reference "$reference" \
     --data "$data" --split test --max-utterances "$bench_utterances" --temperature 0 \
-    --out "$exp/bench" "${baseline[@]+"${baseline[@]}"}"
+    --pcg --out "$exp/bench" "${baseline[@]+"${baseline[@]}"}"
+  # The MTP model's own head is the frozen base's: its AR row is the base's.
+  mtp_args=()
+  if [ -f "$exp/lm-mtp/config.json" ]; then
+    [ "$mtp_base" = "$exp/lm-d0" ] || mtp_args=(--heads 2,"$mtp_heads")
+  fi
   if [ -f "$exp/lm-d0/config.json" ]; then
-    vx bench multistream --model "$exp/lm-d0" --reference "$reference" --data "$data" \
+    d0_model="$exp/lm-d0"
+    if [ -f "$exp/lm-mtp/config.json" ] && [ "$mtp_base" = "$exp/lm-d0" ]; then
+      d0_model="$exp/lm-mtp"; mtp_args=(--heads 2,"$mtp_heads")
+    fi
+    vx bench multistream --model "$d0_model" --reference "$reference" --data "$data" \
       --split test --max-utterances "$bench_utterances" --temperature 0 \
-      --out "$exp/bench-d0"
+      "${mtp_args[@]+"${mtp_args[@]}"}" --out "$exp/bench-d0"
+  elif [ -f "$exp/lm-mtp/config.json" ]; then
+    vx bench multistream --model "$exp/lm-mtp" --reference "$reference" --data "$data" \
+      --split test --max-utterances "$bench_utterances" --temperature 0 \
+      "${mtp_args[@]}" --out "$exp/bench-mtp"
   fi
   touch "$done_dir/bench.done"
 fi
