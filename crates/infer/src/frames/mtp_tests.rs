@@ -135,7 +135,8 @@ fn uniform(vocab: usize, k: usize) -> Vec<Arc<Transitions>> {
         &TransitionsConfig::default(),
     )
     .unwrap();
-    vec![Arc::new(q); k]
+    let q = Arc::new(q);
+    (0..k).map(|_| Arc::clone(&q)).collect()
 }
 
 fn requests() -> Vec<FrameRequest<Vec<u32>>> {
