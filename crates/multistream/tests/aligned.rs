@@ -4,73 +4,24 @@
 //! durations are refused naming the utterance.
 
 use burn::tensor::Device;
-use voxspec_data::{BucketConfig, Codes};
 use voxspec_draft::DraftSpec;
 use voxspec_infer::{
     AcceptanceRule, FrameArDecoder, FrameDecoder, FrameRequest, FrameSpeculativeDecoder,
     SamplerConfig, SpeculativeConfig,
 };
 use voxspec_multistream::{
-    DecodeRequest, MsAlignConfig, MsItem, MultiStreamConfig, MultiStreamData, MultiStreamTask,
-    MultiStreamTaskConfig, SeqRow, greedy_decode,
+    DecodeRequest, MultiStreamConfig, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig,
+    SeqRow, greedy_decode,
 };
 use voxspec_multistream::{MsFrameLm, MsPrompt, MultiStreamModel, cut_draft};
-use voxspec_train::{BatchSource, LrSchedule, OptimConfig, TrainConfig, TrainTask, Trainer};
+use voxspec_train::{BatchSource, TrainTask};
 
-const TEXT_VOCAB: usize = 12;
-const CODEBOOK: usize = 16;
-const STREAMS: usize = 2;
-const UNITS: usize = 2;
+mod common;
+
+use common::{CODEBOOK, STREAMS, bucket, items, overfit};
 
 fn config() -> MultiStreamConfig {
-    let mut c = MultiStreamConfig::tiny(TEXT_VOCAB, CODEBOOK, STREAMS).with_align(Some(
-        MsAlignConfig::new()
-            .with_units_per_frame(UNITS)
-            .with_phones_per_frame(2)
-            .with_frames_ahead(2)
-            .with_duration_layers(1),
-    ));
-    c.transformer = voxspec_nn::TransformerConfig::tiny()
-        .with_d_model(48)
-        .with_n_heads(4)
-        .with_d_ff(96)
-        .with_dropout(0.0);
-    c
-}
-
-fn item(id: &str, text: Vec<u32>, durations: Vec<u32>, salt: u32) -> MsItem {
-    let units: u32 = durations.iter().sum();
-    let frames = (units as usize).div_ceil(UNITS);
-    let streams: Vec<Vec<u32>> = (0..STREAMS as u32)
-        .map(|j| {
-            (0..frames as u32)
-                .map(|t| (t * 5 + j * 3 + salt * 7 + (t * t) % 3) % CODEBOOK as u32)
-                .collect()
-        })
-        .collect();
-    MsItem {
-        id: id.into(),
-        text,
-        codes: Codes::new(STREAMS, frames, streams.concat()).expect("codes"),
-        global: None,
-        durations: Some(durations),
-    }
-}
-
-fn items() -> Vec<MsItem> {
-    vec![
-        item("a", vec![1, 2, 3, 4], vec![3, 5, 4, 4], 1),
-        item("b", vec![5, 6, 7, 8, 9, 2], vec![2, 2, 6, 3, 4, 3], 2),
-    ]
-}
-
-fn bucket() -> BucketConfig {
-    BucketConfig {
-        max_items: 8,
-        max_padded_len: 1024,
-        shuffle: false,
-        seed: 1,
-    }
+    common::aligned_config()
 }
 
 #[test]
@@ -118,39 +69,9 @@ fn bad_durations_are_refused_naming_the_utterance() {
 #[test]
 fn aligned_model_overfits_decodes_with_its_durations_and_needs_its_text() {
     let config = config();
-    let data = MultiStreamData::new(items(), &config, bucket()).expect("data");
-    let task = MultiStreamTask {
-        model: config.clone(),
-        task: MultiStreamTaskConfig { bucket: bucket() },
-        train: data,
-        valid: None,
-        init: None,
-    };
     let steps = 150;
-    let train = TrainConfig {
-        seed: 5,
-        max_steps: steps,
-        optimizer: OptimConfig {
-            lr: 1e-2,
-            warmup_steps: 10,
-            schedule: LrSchedule::Cosine {
-                decay_steps: steps,
-                min_lr: 1e-3,
-            },
-            ..OptimConfig::default()
-        },
-        log_every: 1,
-        checkpoint_every: 0,
-        tensorboard: false,
-        ..TrainConfig::default()
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
+    let (model, records) = overfit(&config, steps);
     let device = Device::flex();
-    device.seed(3);
-    let outcome = Trainer::new(train, task, dir.path(), &device)
-        .run(&mut ())
-        .expect("training runs");
-    let records = voxspec_train::read_metrics(&dir.path().join("metrics.jsonl")).expect("metrics");
     let last = records.last().expect("a record");
     let (streams, duration) = (last.values["streams"], last.values["duration"]);
     println!("aligned overfit: streams {streams:.4}, duration {duration:.4}");
@@ -160,7 +81,6 @@ fn aligned_model_overfits_decodes_with_its_durations_and_needs_its_text() {
         "duration loss {duration} did not fall"
     );
 
-    let model = outcome.model;
     for it in items() {
         let want: Vec<Vec<u32>> = (0..STREAMS).map(|j| it.codes.stream(j).to_vec()).collect();
         let got = greedy_decode(

@@ -6,22 +6,18 @@
 use std::sync::Arc;
 
 use burn::tensor::Device;
-use voxspec_data::{BucketConfig, Codes};
 use voxspec_infer::{
     FrameArDecoder, FrameDecoder, FrameModel, FrameMtpDecoder, FrameRequest, SamplerConfig,
     Transitions, TransitionsConfig, ViterbiConfig,
 };
 use voxspec_multistream::{
-    MsAlignConfig, MsFile, MsFrameLm, MsItem, MsMtpConfig, MsPrompt, MultiStreamConfig,
-    MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, SeqRow, load_multistream,
+    MsFile, MsFrameLm, MsMtpConfig, MsPrompt, MultiStreamConfig, SeqRow, load_multistream,
     save_multistream,
 };
-use voxspec_train::{LrSchedule, OptimConfig, TrainConfig, Trainer};
 
-const TEXT_VOCAB: usize = 12;
-const CODEBOOK: usize = 16;
-const STREAMS: usize = 2;
-const UNITS: usize = 2;
+mod common;
+
+use common::{CODEBOOK, STREAMS, TEXT_VOCAB, items, overfit};
 
 fn plain_config() -> MultiStreamConfig {
     MultiStreamConfig::tiny(TEXT_VOCAB, CODEBOOK, STREAMS).with_mtp(Some(MsMtpConfig::new(3)))
@@ -151,93 +147,11 @@ fn cached_heads_equal_the_full_forward() {
     assert_eq!(old.n_heads(), 1);
 }
 
-fn aligned_config() -> MultiStreamConfig {
-    let mut c = MultiStreamConfig::tiny(TEXT_VOCAB, CODEBOOK, STREAMS)
-        .with_align(Some(
-            MsAlignConfig::new()
-                .with_units_per_frame(UNITS)
-                .with_phones_per_frame(2)
-                .with_frames_ahead(2)
-                .with_duration_layers(1),
-        ))
-        .with_mtp(Some(MsMtpConfig::new(3)));
-    c.transformer = voxspec_nn::TransformerConfig::tiny()
-        .with_d_model(48)
-        .with_n_heads(4)
-        .with_d_ff(96)
-        .with_dropout(0.0);
-    c
-}
-
-fn item(id: &str, text: Vec<u32>, durations: Vec<u32>, salt: u32) -> MsItem {
-    let units: u32 = durations.iter().sum();
-    let frames = (units as usize).div_ceil(UNITS);
-    let streams: Vec<Vec<u32>> = (0..STREAMS as u32)
-        .map(|j| {
-            (0..frames as u32)
-                .map(|t| (t * 5 + j * 3 + salt * 7 + (t * t) % 3) % CODEBOOK as u32)
-                .collect()
-        })
-        .collect();
-    MsItem {
-        id: id.into(),
-        text,
-        codes: Codes::new(STREAMS, frames, streams.concat()).expect("codes"),
-        global: None,
-        durations: Some(durations),
-    }
-}
-
-fn items() -> Vec<MsItem> {
-    vec![
-        item("a", vec![1, 2, 3, 4], vec![3, 5, 4, 4], 1),
-        item("b", vec![5, 6, 7, 8, 9, 2], vec![2, 2, 6, 3, 4, 3], 2),
-    ]
-}
-
 #[test]
 fn three_heads_overfit_and_decode_in_fewer_forwards() {
-    let config = aligned_config();
-    let bucket = BucketConfig {
-        max_items: 8,
-        max_padded_len: 1024,
-        shuffle: false,
-        seed: 1,
-    };
-    let task = MultiStreamTask {
-        model: config.clone(),
-        task: MultiStreamTaskConfig {
-            bucket: bucket.clone(),
-        },
-        train: MultiStreamData::new(items(), &config, bucket).expect("data"),
-        valid: None,
-        init: None,
-    };
+    let config = common::aligned_config().with_mtp(Some(MsMtpConfig::new(3)));
     let steps = 200;
-    let train = TrainConfig {
-        seed: 5,
-        max_steps: steps,
-        optimizer: OptimConfig {
-            lr: 1e-2,
-            warmup_steps: 10,
-            schedule: LrSchedule::Cosine {
-                decay_steps: steps,
-                min_lr: 1e-3,
-            },
-            ..OptimConfig::default()
-        },
-        log_every: 1,
-        checkpoint_every: 0,
-        tensorboard: false,
-        ..TrainConfig::default()
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let device = Device::flex();
-    device.seed(3);
-    let outcome = Trainer::new(train, task, dir.path(), &device)
-        .run(&mut ())
-        .expect("training runs");
-    let records = voxspec_train::read_metrics(&dir.path().join("metrics.jsonl")).expect("metrics");
+    let (model, records) = overfit(&config, steps);
     let (first, last) = (&records[0].values, &records.last().expect("record").values);
     for term in ["streams", "ahead1", "ahead2"] {
         println!("{term}: {:.4} → {:.4}", first[term], last[term]);
@@ -248,7 +162,6 @@ fn three_heads_overfit_and_decode_in_fewer_forwards() {
         );
     }
 
-    let model = outcome.model;
     let lm = MsFrameLm {
         model: &model,
         config: &config,
