@@ -11,7 +11,9 @@ use clap::Args;
 use serde::Serialize;
 use voxspec_infer::{AcceptanceRule, SpeculativeConfig};
 use voxspec_teacher::{CtcTeacher, ErrorCounts};
-use voxspec_tts::{BenchSettings, DecoderParts, DecoderSpec, Judge, Pipeline, run_decode_bench};
+use voxspec_tts::{
+    BenchSettings, DecoderParts, DecoderSpec, EngineKind, Judge, Pipeline, run_decode_bench,
+};
 
 use crate::progress::Bar;
 use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
@@ -42,6 +44,10 @@ pub struct MultiStreamBenchArgs {
     /// Griffin-Lim instead of the vocoder.
     #[arg(long)]
     griffin_lim: bool,
+    /// Implementation that runs the LM and the draft: the native CPU engine (f32 or bf16
+    /// weights) or Burn.
+    #[arg(long, value_enum, default_value_t = EngineKind::Native)]
+    engine: EngineKind,
     #[command(flatten)]
     sentences: SplitArgs,
     /// Use at most this many utterances.
@@ -126,6 +132,7 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         args.codec.as_deref(),
         &args.vocoder,
         args.griffin_lim,
+        args.engine,
         &device,
     )?;
     let voice = pipeline.voice(&args.reference)?;
@@ -341,6 +348,7 @@ fn write_report(
         "benchmark": "multistream",
         "model": args.model,
         "draft": args.draft,
+        "engine": args.engine,
         "reference": args.reference,
         "split": args.sentences.split,
         "threads": rayon::current_num_threads(),

@@ -10,15 +10,17 @@ use anyhow::Context;
 use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_codec::socodec::{MelToWave, SoCodec, SoCodecConfig};
 use voxspec_data::TextTokenizer;
+use voxspec_engine::NativeMultiStream;
 use voxspec_infer::{
-    AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameMtpDecoder, FrameRequest,
-    FrameSpeculativeDecoder, SamplerConfig, SimilarityGroups, SpeculativeConfig, Transitions,
-    ViterbiConfig, groups_of_mean_size,
+    AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameModel, FrameMtpDecoder,
+    FrameRequest, FrameSpeculativeDecoder, SamplerConfig, SimilarityGroups, SpeculativeConfig,
+    Transitions, ViterbiConfig, groups_of_mean_size,
 };
 use voxspec_multistream::{
     MsFile, MsFrameLm, MsPrompt, MultiStreamConfig, MultiStreamModel, StepTrack, load_multistream,
     load_stream_transitions,
 };
+use voxspec_tts::EngineKind;
 
 /// The LM stage of [`MsPipeline::speak`]: (text, durations, frame limit) → frames `[K][T]`.
 pub(crate) type FrameDecodeFn<'a> =
@@ -28,6 +30,8 @@ pub(crate) type FrameDecodeFn<'a> =
 pub(crate) struct MsDraft {
     pub(crate) config: MultiStreamConfig,
     pub(crate) model: MultiStreamModel,
+    /// The draft on the native engine (when the target runs there).
+    pub(crate) native: Option<NativeMultiStream>,
 }
 
 /// Loads a draft and checks it against the pipeline's target.
@@ -50,9 +54,17 @@ pub(crate) fn load_draft(
          voice, alignment must match)",
         dir.display()
     );
+    let native = match &target.native {
+        Some(t) => Some(
+            NativeMultiStream::from_burn_with(&model, &file.model, t.weight_format())
+                .with_context(|| format!("the draft {} on the native engine", dir.display()))?,
+        ),
+        None => None,
+    };
     Ok(MsDraft {
         config: file.model,
         model,
+        native,
     })
 }
 
@@ -126,6 +138,37 @@ impl<'a> MsDecoder<'a> {
     }
 }
 
+/// Runs `decoder` on `target` (and, for speculation, `draft`): the Burn adapter or the native
+/// engine, which implement the same `FrameModel`.
+fn run_decoder<M, D>(
+    decoder: &MsDecoder<'_>,
+    target: &M,
+    draft: Option<D>,
+    request: &FrameRequest<MsPrompt>,
+    sampler: &SamplerConfig,
+) -> anyhow::Result<FrameGeneration>
+where
+    M: FrameModel<Prompt = MsPrompt>,
+    D: FrameModel<Prompt = MsPrompt>,
+{
+    Ok(match decoder {
+        MsDecoder::Ar => FrameArDecoder::new().generate(target, request, sampler)?,
+        MsDecoder::Speculative {
+            config,
+            stream_rules,
+            ..
+        } => {
+            let draft = draft.context("speculative decoding without a draft")?;
+            let mut d = FrameSpeculativeDecoder::new(draft, config.clone())?;
+            if let Some(rules) = stream_rules {
+                d = d.with_stream_rules(rules.clone())?;
+            }
+            d.generate(target, request, sampler)?
+        }
+        MsDecoder::Mtp(d) => d.generate(target, request, sampler)?,
+    })
+}
+
 /// Whether `dir` holds a multi-stream LM (or draft).
 pub(crate) fn is_multistream(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("config.json"))
@@ -146,6 +189,8 @@ pub(crate) struct MsPipeline {
     pub(crate) device: Device,
     /// One transition matrix per stream (models trained with `--mtp-heads`).
     pub(crate) transitions: Option<Vec<Arc<Transitions>>>,
+    /// The LM on the native CPU engine (`--engine native`, the default), else Burn runs it.
+    pub(crate) native: Option<NativeMultiStream>,
 }
 
 /// One utterance's result.
@@ -168,6 +213,7 @@ impl MsPipeline {
         codec: Option<&Path>,
         vocoder: &Path,
         griffin_lim: bool,
+        engine: EngineKind,
         device: &Device,
     ) -> anyhow::Result<Self> {
         let (file, model) = load_multistream(model_dir, device)
@@ -199,7 +245,15 @@ impl MsPipeline {
         let transitions = load_stream_transitions(model_dir, file.model.streams)
             .with_context(|| format!("loading the transition matrices of {}", model_dir.display()))?
             .map(|t| t.into_iter().map(Arc::new).collect());
+        let native = match engine.weight_format() {
+            Some(format) => Some(
+                NativeMultiStream::from_burn_with(&model, &file.model, format)
+                    .with_context(|| format!("{} on the native engine", model_dir.display()))?,
+            ),
+            None => None,
+        };
         Ok(Self {
+            native,
             transitions,
             tokenizer,
             file,
@@ -384,25 +438,26 @@ impl MsPipeline {
                 .clamp(1, max_frames.saturating_sub(1).max(1))
         });
         let request = FrameRequest::new(prompt, max_frames, seed).with_min_frames(min_frames);
-        Ok(match decoder {
-            MsDecoder::Ar => FrameArDecoder::new().generate(&target, &request, sampler)?,
-            MsDecoder::Speculative {
-                draft,
-                config,
-                stream_rules,
-            } => {
+        match (&self.native, decoder) {
+            (Some(native), MsDecoder::Speculative { draft, .. }) => {
+                let d = draft
+                    .native
+                    .as_ref()
+                    .context("the draft was not loaded on the native engine")?;
+                run_decoder(decoder, native, Some(d), &request, sampler)
+            }
+            (Some(native), _) => {
+                run_decoder::<_, &NativeMultiStream>(decoder, native, None, &request, sampler)
+            }
+            (None, MsDecoder::Speculative { draft, .. }) => {
                 let d = MsFrameLm {
                     model: &draft.model,
                     config: &draft.config,
                 };
-                let mut decoder = FrameSpeculativeDecoder::new(d, config.clone())?;
-                if let Some(rules) = stream_rules {
-                    decoder = decoder.with_stream_rules(rules.clone())?;
-                }
-                decoder.generate(&target, &request, sampler)?
+                run_decoder(decoder, &target, Some(d), &request, sampler)
             }
-            MsDecoder::Mtp(d) => d.generate(&target, &request, sampler)?,
-        })
+            (None, _) => run_decoder::<_, MsFrameLm<'_>>(decoder, &target, None, &request, sampler),
+        }
     }
 
     /// Speaks `text` with `voice` using `decode` for the LM stage (text, durations, frame limit
@@ -453,6 +508,7 @@ pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<
         args.models.codec.as_deref(),
         &args.vocoder,
         args.griffin_lim,
+        args.models.engine,
         &device,
     )?;
     let voice = pipeline.voice(reference)?;

@@ -185,3 +185,49 @@ pub fn check_columns(columns: &[Vec<u32>], streams: usize, vocab: usize) -> Resu
     }
     Ok(())
 }
+
+/// A shared reference decodes as the model itself (a speculative decoder owns its draft, and a
+/// draft is often borrowed).
+impl<M: FrameModel + ?Sized> FrameModel for &M {
+    type Prompt = M::Prompt;
+    type Cache = M::Cache;
+
+    fn streams(&self) -> usize {
+        (**self).streams()
+    }
+    fn vocab(&self) -> usize {
+        (**self).vocab()
+    }
+    fn special(&self) -> u32 {
+        (**self).special()
+    }
+    fn delays(&self) -> Vec<usize> {
+        (**self).delays()
+    }
+    fn new_cache(&self, prompt: &Self::Prompt, capacity_steps: usize) -> Result<Self::Cache> {
+        (**self).new_cache(prompt, capacity_steps)
+    }
+    fn prefill(
+        &self,
+        cache: &mut Self::Cache,
+        prompt: &Self::Prompt,
+        columns: &[Vec<u32>],
+    ) -> Result<FrameLogits> {
+        (**self).prefill(cache, prompt, columns)
+    }
+    fn extend(&self, cache: &mut Self::Cache, columns: &[Vec<u32>]) -> Result<FrameLogits> {
+        (**self).extend(cache, columns)
+    }
+    fn steps(&self, cache: &Self::Cache) -> usize {
+        (**self).steps(cache)
+    }
+    fn truncate(&self, cache: &mut Self::Cache, steps: usize) -> Result<()> {
+        (**self).truncate(cache, steps)
+    }
+    fn heads(&self) -> usize {
+        (**self).heads()
+    }
+    fn head_logits(&self, cache: &Self::Cache, heads: usize) -> Result<FrameLogits> {
+        (**self).head_logits(cache, heads)
+    }
+}
