@@ -4,7 +4,9 @@
 #   stage 0  codec      the SoCodec-style codec's data, teacher features, codec and tokens:
 #                       recipes/libritts/train_socodec.sh (OPQ, 4 streams at 120 ms, 256 tokens
 #                       per stream, the shipped vocoder) → <exp>/socodec/{data,features,socodec,
-#                       tokens}; with --codec DIR only its data, features and tokens
+#                       tokens}; with --codec DIR only its data, features and tokens. The
+#                       training split is encoded on every 20 ms shift of the token grid
+#                       (--phase-shifts), six times the training frames
 #   stage 1  tokenizer  phonemes (CMUdict + letter-to-sound) → <exp>/socodec/data/tokenizer.json
 #   stage 2  lm         the multi-stream LM, delay d = 1 (aligned: step track + duration
 #                       predictor, when the corpus has phone alignments) → <exp>/lm
@@ -34,6 +36,7 @@ codec=""
 steps=""
 codec_steps=""
 code_dropout=0.7
+phase_shifts=6
 dropout=0.3
 mtp_heads=4
 mtp_steps=200
@@ -44,7 +47,7 @@ force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -55,6 +58,8 @@ Usage: $0 [options]
   --threads N          worker threads (default: all cores)
   --codec DIR          a trained SoCodec-style codec to use instead of training one
   --codec-steps N      SoCodec training steps (default: train_socodec.sh's)
+  --phase-shifts N     token grids the training split is encoded on (default $phase_shifts:
+                       every 20 ms offset of a 120 ms frame; 1: the one grid)
   --steps N            LM training steps (default 600 for minitts: its dev loss is lowest
                        there with the default code dropout; 100000 for LibriTTS)
   --dropout P          LM dropout (default $dropout)
@@ -82,6 +87,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
     --codec-steps) codec_steps="$2"; shift 2 ;;
+    --phase-shifts) phase_shifts="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --dropout) dropout="$2"; shift 2 ;;
     --code-dropout) code_dropout="$2"; shift 2 ;;
@@ -140,6 +146,7 @@ codec_dir="${codec:-$so/socodec}"
 
 if run_stage 0 codec; then
   socodec_args=(--exp "$so" --vocoder checkpoints/vocoder-minitts --sub-codebook 16
+    --phase-shifts "$phase_shifts"
     "${verbose[@]+"${verbose[@]}"}")
   [ -n "$threads" ] && socodec_args+=(--threads "$threads")
   [ -n "$codec_steps" ] && socodec_args+=(--steps "$codec_steps")
@@ -147,7 +154,7 @@ if run_stage 0 codec; then
     log "Stage 0 (codec): data and teacher features → $so; tokens of $codec → $tokens"
     recipes/libritts/train_socodec.sh "${socodec_args[@]}" --stop-stage 1
     vx codec extract --codec "$codec" --teacher-features "$so/features" --data "$data" \
-      --out "$tokens"
+      --out "$tokens" --phase-shifts "$phase_shifts"
   else
     log "Stage 0 (codec): recipes/libritts/train_socodec.sh → $so"
     recipes/libritts/train_socodec.sh "${socodec_args[@]}" --stop-stage 4

@@ -9,7 +9,8 @@
 #                      of the same size → <exp>/socodec-rq
 #   stage 3  vocoder   Vocos-style vocoder on the corpus's mel → <exp>/vocoder (skipped when
 #                      --vocoder names a trained one, e.g. the shipped checkpoints/vocoder-minitts)
-#   stage 4  extract   stream tokens [streams, frames] of every split → <exp>/tokens
+#   stage 4  extract   stream tokens [streams, frames] of every split → <exp>/tokens (with
+#                      --phase-shifts N the training split on N token grids)
 #   stage 5  eval      test split: MCD, CTC-teacher CER and forced-choice accuracy of speech
 #                      decoded from the first b streams, b = 1..S (the paper's Fig. 4) →
 #                      <exp>/socodec/eval.json; with --compare-rq the RQ codec too and
@@ -37,11 +38,12 @@ sub_codebook=""
 teacher="checkpoints/ctc-minitts"
 vocoder=""
 compare_rq=0
+phase_shifts=1
 force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -60,6 +62,8 @@ Usage: $0 [options]
   --teacher DIR        CTC teacher whose hidden states the codec reads (default $teacher)
   --vocoder DIR        use this trained vocoder instead of training one in stage 3
   --compare-rq         also train and evaluate an RQ codec (the paper's RQ vs OPQ figure)
+  --phase-shifts N     stage 4 also encodes the training split on N-1 shifted token grids
+                       (data augmentation for train_multistream.sh; default 1: none)
   --force-stage NAME   rerun a finished stage (repeatable): prepare, features, socodec, ...
   -v                   more logging from voxspec
   -h, --help           this help
@@ -85,6 +89,7 @@ while [ $# -gt 0 ]; do
     --teacher) teacher="$2"; shift 2 ;;
     --vocoder) vocoder="$2"; shift 2 ;;
     --compare-rq) compare_rq=1; shift ;;
+    --phase-shifts) phase_shifts="$2"; shift 2 ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
     -v|-vv|-vvv) verbose+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -195,7 +200,7 @@ fi
 if run_stage 4 extract; then
   log "Stage 4 (extract): stream tokens of every split → $exp/tokens"
   vx codec extract --codec "$exp/socodec" --teacher-features "$exp/features" \
-    --data "$exp/data" --out "$exp/tokens"
+    --data "$exp/data" --out "$exp/tokens" --phase-shifts "$phase_shifts"
   touch "$done_dir/extract.done"
 fi
 

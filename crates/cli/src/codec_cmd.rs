@@ -230,6 +230,12 @@ pub struct ExtractArgs {
     /// SoCodec: teacher feature stores of the splits (`voxspec teacher extract` output).
     #[arg(long, value_name = "DIR")]
     pub(crate) teacher_features: Option<PathBuf>,
+    /// SoCodec, data augmentation: also encode every training utterance on N − 1 other token
+    /// grids, its first s teacher frames dropped (s = 1..N−1, at most the teacher frames per
+    /// token frame), stored as `<id>@<ms>ms`; `voxspec train multistream` adds them as
+    /// training utterances with their phone alignments moved by as much. 1: none.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub(crate) phase_shifts: usize,
 }
 
 pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
@@ -672,6 +678,12 @@ fn decode(args: DecodeArgs) -> anyhow::Result<()> {
 }
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.phase_shifts == 1,
+        "--phase-shifts is for SoCodec-style codecs (frames longer than their teacher's); {} is \
+         a SpeechTokenizer-style codec",
+        args.codec.display()
+    );
     let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let n_q = check_n_q(args.n_q, &model)?;

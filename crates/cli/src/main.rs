@@ -14,6 +14,7 @@ mod device;
 mod eval_cmd;
 mod export;
 mod groups;
+mod phase_shift;
 mod plots;
 mod prepare;
 mod progress;

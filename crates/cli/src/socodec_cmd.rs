@@ -474,6 +474,15 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         "--n-q {n_q}: the codec has streams 1..={}",
         config.streams
     );
+    let ratio = config.ratio();
+    anyhow::ensure!(
+        (1..=ratio).contains(&args.phase_shifts),
+        "--phase-shifts {}: a codec of {} ms frames over {} ms teacher frames has 1..={ratio} \
+         token grids",
+        args.phase_shifts,
+        config.frame_ms,
+        config.feature_ms
+    );
     let meta = TokenStoreMeta {
         n_q,
         codebook_size: u32::try_from(config.stream_vocab()).context("stream vocabulary")?,
@@ -493,15 +502,41 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
         let bar = Bar::with_len(utterances.len() as u64, split);
         let mut written = 0usize;
-        for u in utterances.iter().filter(|u| !done.contains(&u.id)) {
-            let (f, _) = store_features(&store, &u.id)?;
-            let mut tokens = model
-                .encode_features(&config, &f, &device)
-                .with_context(|| format!("encoding utterance {}", u.id))?;
-            tokens.truncate(n_q);
-            let frames = tokens[0].len();
-            writer.push(&u.id, Codes::new(n_q, frames, tokens.concat())?)?;
-            written += 1;
+        // Shifted grids for the training split only: dev and test keep the one grid they are
+        // scored on.
+        let shifts = if split == "train" {
+            args.phase_shifts
+        } else {
+            1
+        };
+        for u in &utterances {
+            let ids: Vec<(usize, String)> = (0..shifts)
+                .map(|s| match s {
+                    0 => (0, u.id.clone()),
+                    s => (
+                        s,
+                        crate::phase_shift::shifted_id(&u.id, (s * config.feature_ms) as u32),
+                    ),
+                })
+                .filter(|(_, id)| !done.contains(id))
+                .collect();
+            if ids.is_empty() {
+                bar.inc(1);
+                continue;
+            }
+            let (f, dim) = store_features(&store, &u.id)?;
+            for (s, id) in ids {
+                let Some(shifted) = f.get(s * dim..).filter(|x| !x.is_empty()) else {
+                    continue; // shorter than the shift
+                };
+                let mut tokens = model
+                    .encode_features(&config, shifted, &device)
+                    .with_context(|| format!("encoding utterance {id}"))?;
+                tokens.truncate(n_q);
+                let frames = tokens[0].len();
+                writer.push(&id, Codes::new(n_q, frames, tokens.concat())?)?;
+                written += 1;
+            }
             bar.inc(1);
         }
         writer.finish()?;

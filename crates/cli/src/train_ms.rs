@@ -12,10 +12,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use burn::data::dataset::Dataset;
 use burn::module::Module;
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use voxspec_data::{BucketConfig, TtsItem};
+use voxspec_data::{BucketConfig, MissingCodes, TokenStore, TtsDataset, TtsItem};
 use voxspec_draft::DraftSpec;
 use voxspec_infer::{Transitions, TransitionsConfig};
 use voxspec_multistream::{
@@ -85,6 +86,10 @@ pub struct MultiStreamArgs {
     /// Target layers the draft keeps (with --target), e.g. 0 or 0,-1.
     #[arg(long, default_value = "0", allow_hyphen_values = true)]
     layers: String,
+    /// Leave out the phase-shifted encodings of the training utterances that the token store
+    /// holds (`voxspec codec extract --phase-shifts N`); by default they train too.
+    #[arg(long)]
+    no_phase_shifts: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -194,6 +199,38 @@ fn own_voices(
     Ok((config.latent_dim, out, speakers))
 }
 
+/// Adds the phase-shifted encodings the training token store holds (`codec extract
+/// --phase-shifts`) to `pairs.train`; returns their manifest entries.
+fn add_phase_shifts(
+    common: &LmCommon,
+    pairs: &mut crate::train_lm::Pairs,
+) -> anyhow::Result<Vec<voxspec_data::Utterance>> {
+    let store = TokenStore::open(&common.tokens, "train")
+        .with_context(|| format!("opening the train token store {}", common.tokens.display()))?;
+    let train = crate::train_cmd::read_split(&common.data, "train", false)?;
+    let kept: HashMap<&str, ()> = pairs.train.iter().map(|i| (i.id.as_str(), ())).collect();
+    let train: Vec<_> = train
+        .into_iter()
+        .filter(|u| kept.contains_key(u.id.as_str()))
+        .collect();
+    let shifted = crate::phase_shift::shifted_utterances(&train, &store);
+    if shifted.is_empty() {
+        return Ok(shifted);
+    }
+    let items = TtsDataset::new(&shifted, &pairs.tokenizer, &store, MissingCodes::Skip)?;
+    let before = pairs.train.len();
+    for i in 0..items.len() {
+        pairs.train.push(items.get(i)?);
+    }
+    println!(
+        "phase shifts: {} shifted encodings of the training utterances added ({} in all; \
+         --no-phase-shifts leaves them out)",
+        pairs.train.len() - before,
+        pairs.train.len()
+    );
+    Ok(shifted)
+}
+
 /// Items of `pairs` with their voice vectors and (aligned) durations in units.
 fn items(
     pairs: &[TtsItem],
@@ -211,7 +248,12 @@ fn items(
 
 pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     let common = &args.common;
-    let pairs = crate::train_lm::load_pairs(common)?;
+    let mut pairs = crate::train_lm::load_pairs(common)?;
+    let shifted = if args.no_phase_shifts {
+        Vec::new()
+    } else {
+        add_phase_shifts(common, &mut pairs)?
+    };
     let streams = args.streams.unwrap_or(pairs.n_q);
     anyhow::ensure!(
         (1..=pairs.n_q).contains(&streams),
@@ -230,19 +272,19 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         .chain(&pairs.dev)
         .map(|i| (i.id.as_str(), (i.codes.n_frames, i.durations.is_some())))
         .collect();
-    for split in ["train", "dev"] {
-        for u in crate::train_cmd::read_split(&common.data, split, false)? {
-            let (Some(a), Some(&(n, true))) = (&u.alignment, frames.get(u.id.as_str())) else {
-                continue;
-            };
-            match alignment_units(&a.ends, unit_rate, n, r) {
-                Ok(d) => {
-                    units.insert(u.id.clone(), d);
-                }
-                Err(detail) => {
-                    tracing::warn!(id = %u.id, %detail, "alignment not used");
-                    misaligned += 1;
-                }
+    let mut manifest = crate::train_cmd::read_split(&common.data, "train", false)?;
+    manifest.extend(crate::train_cmd::read_split(&common.data, "dev", false)?);
+    for u in manifest.iter().chain(&shifted) {
+        let (Some(a), Some(&(n, true))) = (&u.alignment, frames.get(u.id.as_str())) else {
+            continue;
+        };
+        match alignment_units(&a.ends, unit_rate, n, r) {
+            Ok(d) => {
+                units.insert(u.id.clone(), d);
+            }
+            Err(detail) => {
+                tracing::warn!(id = %u.id, %detail, "alignment not used");
+                misaligned += 1;
             }
         }
     }
@@ -288,7 +330,14 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         }
     );
     let ids: HashMap<&str, ()> = frames.keys().map(|&k| (k, ())).collect();
-    let (global_dim, voices) = voices(&args.codec, &common.data, &ids)?;
+    let (global_dim, mut voices) = voices(&args.codec, &common.data, &ids)?;
+    // A shifted encoding is voiced as its recording.
+    for u in &shifted {
+        let base = crate::phase_shift::base_id(&u.id);
+        if let Some(v) = voices.get(base).cloned() {
+            voices.insert(u.id.clone(), v);
+        }
+    }
     let train_items = items(&pairs.train, &voices, &units, aligned);
     let dev_items = items(&pairs.dev, &voices, &units, aligned);
     anyhow::ensure!(

@@ -78,6 +78,8 @@ fn codec_and_tokens(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
         s(&data),
         "--out",
         s(&tokens),
+        "--phase-shifts",
+        "3",
     ]);
     (data, codec, tokens)
 }
@@ -127,6 +129,24 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
         "{out}"
     );
     assert!(out.contains("trained 2 steps"), "{out}");
+    // The training split on 3 token grids (0, 20 and 40 ms), dev and test on one.
+    let train = voxspec_data::TokenStore::open(&tokens, "train").unwrap();
+    let plain = train.ids().iter().filter(|i| !i.contains('@')).count();
+    assert!(plain > 0);
+    for ms in [20, 40] {
+        let shifted = train
+            .ids()
+            .iter()
+            .filter(|i| i.ends_with(&format!("@{ms}ms")))
+            .count();
+        assert_eq!(shifted, plain, "{ms} ms");
+    }
+    let dev = voxspec_data::TokenStore::open(&tokens, "dev").unwrap();
+    assert!(dev.ids().iter().all(|i| !i.contains('@')));
+    assert!(
+        out.contains(&format!("phase shifts: {} shifted encodings", 2 * plain)),
+        "{out}"
+    );
     let config = read_json(&lm.join("config.json"));
     assert_eq!(config["kind"], "multistream");
     assert_eq!(config["model"]["streams"], 4);
@@ -192,9 +212,11 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
         read_json(&heads.join("config.json"))["model"]["mtp"]["heads"],
         2
     );
-    let speak = |model: &Path, wav: &Path| {
+    let speak_on = |model: &Path, wav: &Path, engine: &str| {
         ok(&[
             "synthesize",
+            "--engine",
+            engine,
             "--model",
             s(model),
             "--text",
@@ -211,6 +233,12 @@ fn multistream_trains_drafts_speaks_and_benchmarks() {
         ]);
         std::fs::read(wav).unwrap()
     };
+    let speak = |model: &Path, wav: &Path| speak_on(model, wav, "native");
+    assert_eq!(
+        speak(&lm, &dir.join("native.wav")),
+        speak_on(&lm, &dir.join("burn.wav"), "burn"),
+        "greedy synthesis differs between the native engine and Burn"
+    );
     assert_eq!(
         speak(&lm, &dir.join("base.wav")),
         speak(&heads, &dir.join("heads.wav")),
