@@ -12,7 +12,10 @@
 //!   in one run, `--weights f32,bf16` the native engine over f32 and bf16 weights; each step is
 //!   also given as a multiple of the bandwidth floor (the weights the step actually reads — f32
 //!   for Burn, the chosen format for the native engine — at the machine's measured read
-//!   bandwidth). `--preset` measures a random model of a training preset.
+//!   bandwidth). `--preset` measures a random model of a training preset. Each engine also
+//!   runs the greedy decoding loop (`--generate` tokens: a single-token forward and an argmax
+//!   per token), and `--peer FILE` puts the report of `tools/bench_forward_peer.py`
+//!   (PyTorch + transformers' Llama of the same shape, measured alongside) beside it.
 
 use std::path::PathBuf;
 
@@ -21,7 +24,7 @@ use burn::module::Module;
 use clap::Args;
 use serde::Serialize;
 use voxspec_engine::{NativeMtp, WeightFormat};
-use voxspec_mtp::{MtpConfig, forward_costs, load_mtp};
+use voxspec_mtp::{MtpConfig, forward_costs, greedy_ms_per_token, load_mtp};
 use voxspec_nn::TransformerConfig;
 use voxspec_train::ThroughputConfig;
 use voxspec_tts::EngineKind;
@@ -132,9 +135,79 @@ pub struct ForwardBenchArgs {
     /// Repetitions per k; the median is reported.
     #[arg(long, default_value_t = 30)]
     repeat: usize,
+    /// Tokens of the greedy decoding loop timed per engine (one single-token forward and an
+    /// argmax per token, the loop of transformers' `generate`); 0 skips it.
+    #[arg(long, default_value_t = 32)]
+    generate: usize,
+    /// The report of `tools/bench_forward_peer.py` (PyTorch + transformers, same shape,
+    /// measured alongside on this machine): printed side by side, with the ratios.
+    #[arg(long, value_name = "FILE")]
+    peer: Option<PathBuf>,
     /// Where to write the JSON report.
     #[arg(long, short, default_value = "bench-forward.json")]
     out: PathBuf,
+}
+
+/// What `tools/bench_forward_peer.py` writes.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+struct ForwardPeer {
+    framework: String,
+    config: serde_json::Value,
+    /// Median ms of a cached forward over k new tokens, k = 1, 2, ….
+    forward: Vec<PeerPoint>,
+    /// Greedy `generate`, ms per new token.
+    generate_ms_per_token: f64,
+}
+
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+struct PeerPoint {
+    k: usize,
+    median_ms: f64,
+}
+
+/// Reads a forward peer report and checks that it measured this run's shape.
+fn read_forward_peer(
+    path: &std::path::Path,
+    config: &serde_json::Value,
+) -> anyhow::Result<ForwardPeer> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the peer report {}", path.display()))?;
+    let peer: ForwardPeer = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: expected the JSON of tools/bench_forward_peer.py ({{\"framework\", \"config\", \
+             \"forward\", \"generate_ms_per_token\"}})",
+            path.display()
+        )
+    })?;
+    for key in ["layers", "d_model", "d_ff", "n_heads", "context"] {
+        let ours = &config[key];
+        if peer.config.get(key) != Some(ours) {
+            anyhow::bail!(
+                "{}: the peer measured {key} = {}, this run {ours}; run both on the same shape",
+                path.display(),
+                peer.config.get(key).unwrap_or(&serde_json::Value::Null)
+            );
+        }
+    }
+    anyhow::ensure!(
+        peer.forward
+            .first()
+            .is_some_and(|p| p.k == 1 && p.median_ms > 0.0),
+        "{}: the peer's forward costs must start at k = 1",
+        path.display()
+    );
+    Ok(peer)
+}
+
+/// Greedy decoding speed of one engine and weight format.
+#[derive(Debug, Serialize)]
+struct GreedyPoint {
+    engine: EngineKind,
+    weights: String,
+    tokens: usize,
+    ms_per_token: f64,
+    /// The peer's `generate` ms/token over this one (with `--peer`).
+    speedup_over_peer: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -244,6 +317,10 @@ struct ForwardReport {
     /// The same per weight format measured.
     floors: Vec<Floor>,
     results: Vec<ForwardPoint>,
+    /// Greedy decoding per engine (`--generate`).
+    greedy: Vec<GreedyPoint>,
+    /// The peer measured alongside (`--peer`).
+    peer: Option<ForwardPeer>,
 }
 
 pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
@@ -269,7 +346,9 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             let mut config = mtp_config(preset, 16, args.codebook).with_n_heads(1);
             let t = &mut config.transformer;
             t.dropout = 0.0;
-            t.max_seq_len = t.max_seq_len.max(args.context + args.max_k + 16);
+            t.max_seq_len = t
+                .max_seq_len
+                .max(args.context + args.max_k.max(args.generate) + 16);
             let model = config.init(&device)?;
             (config, model)
         }
@@ -280,7 +359,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                 .with_n_layers(args.layers)
                 .with_d_ff(4 * args.d_model)
                 .with_dropout(0.0)
-                .with_max_seq_len(args.context + args.max_k + 16);
+                .with_max_seq_len(args.context + args.max_k.max(args.generate) + 16);
             let config = MtpConfig::new(16, args.codebook, core).with_n_heads(1);
             let model = config.init(&device)?;
             (config, model)
@@ -336,12 +415,48 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             });
         }
     };
+    let t = &config.transformer;
+    let run_config = serde_json::json!({
+        "model": args.model, "layers": t.n_layers, "d_model": t.d_model,
+        "d_ff": t.d_ff, "codebook": config.codebook_size, "aligned": aligned,
+        "context": args.context, "repeat": args.repeat, "device": format!("{device:?}"),
+        "threads": rayon::current_num_threads(), "preset": args.preset,
+        "n_heads": t.n_heads,
+    });
+    let peer = args
+        .peer
+        .as_deref()
+        .map(|p| read_forward_peer(p, &run_config))
+        .transpose()?;
+    let mut greedy = Vec::new();
+    let mut push_greedy = |kind: EngineKind, format: WeightFormat, ms_per_token: f64| {
+        greedy.push(GreedyPoint {
+            engine: kind,
+            weights: format.to_string(),
+            tokens: args.generate,
+            ms_per_token,
+            speedup_over_peer: peer
+                .as_ref()
+                .map(|p| p.generate_ms_per_token / ms_per_token),
+        });
+    };
+    let greedy_repeat = args.repeat.clamp(1, 5);
     for &kind in &args.engine {
         match kind {
             EngineKind::Burn => {
                 let medians =
                     forward_costs(&model, aligned, args.context, args.max_k, args.repeat)?;
                 push(kind, WeightFormat::F32, medians);
+                if args.generate > 0 {
+                    let ms = greedy_ms_per_token(
+                        &model,
+                        aligned,
+                        args.context,
+                        args.generate,
+                        greedy_repeat,
+                    )?;
+                    push_greedy(kind, WeightFormat::F32, ms);
+                }
             }
             EngineKind::Native | EngineKind::NativeBf16 => {
                 for format in native_formats(kind) {
@@ -353,27 +468,32 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                     let medians =
                         forward_costs(engine, aligned, args.context, args.max_k, args.repeat)?;
                     push(kind, format, medians);
+                    if args.generate > 0 {
+                        let ms = greedy_ms_per_token(
+                            engine,
+                            aligned,
+                            args.context,
+                            args.generate,
+                            greedy_repeat,
+                        )?;
+                        push_greedy(kind, format, ms);
+                    }
                 }
             }
         }
     }
     let f32_floor = &floors[0];
-    let t = &config.transformer;
     let report = ForwardReport {
         benchmark: "forward",
-        config: serde_json::json!({
-            "model": args.model, "layers": t.n_layers, "d_model": t.d_model,
-            "d_ff": t.d_ff, "codebook": config.codebook_size, "aligned": aligned,
-            "context": args.context, "repeat": args.repeat, "device": format!("{device:?}"),
-            "threads": rayon::current_num_threads(), "preset": args.preset,
-            "n_heads": t.n_heads,
-        }),
+        config: run_config,
         parameters: model.num_params(),
         weight_mb: f32_floor.weight_mb,
         bandwidth_gbs,
         floor_ms: f32_floor.floor_ms,
         results,
         floors,
+        greedy,
+        peer,
     };
     write_report(&args.out, &report)?;
     println!(
@@ -403,6 +523,36 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             p.cost_relative_to_k1,
             p.ms_per_token,
             p.floor_multiple
+        );
+    }
+    if let Some(peer) = &report.peer {
+        println!(
+            "\n{} on the same shape, measured alongside:",
+            peer.framework
+        );
+        println!("| k | ms | cost(k)/cost(1) |\n|---|---|---|");
+        let one = peer.forward[0].median_ms;
+        for p in &peer.forward {
+            println!(
+                "| {} | {:.3} | {:.2} |",
+                p.k,
+                p.median_ms,
+                p.median_ms / one
+            );
+        }
+        println!(
+            "greedy generate: {:.3} ms/token",
+            peer.generate_ms_per_token
+        );
+    }
+    for g in &report.greedy {
+        let vs = g
+            .speedup_over_peer
+            .map(|r| format!(" ({r:.2}x faster than the peer's generate)"))
+            .unwrap_or_default();
+        println!(
+            "greedy decoding, {:?} {}: {:.3} ms/token over {} tokens{vs}",
+            g.engine, g.weights, g.ms_per_token, g.tokens
         );
     }
     Ok(())

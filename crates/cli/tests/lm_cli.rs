@@ -126,6 +126,67 @@ fn model_benchmarks_write_their_reports() {
     let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), 3);
     assert_eq!(results[0]["cost_relative_to_k1"], 1.0);
+    let greedy = report["greedy"].as_array().expect("greedy");
+    assert_eq!(greedy.len(), 1, "one engine, one greedy row");
+    assert!(greedy[0]["ms_per_token"].as_f64().expect("ms") > 0.0);
+    assert!(greedy[0]["speedup_over_peer"].is_null());
+
+    // A peer report of the same shape is put beside the run; one of another shape is refused,
+    // naming the field.
+    let peer = dir.path().join("peer.json");
+    let peer_report = |d_model: usize| {
+        serde_json::json!({
+            "framework": "pytorch 0 + transformers 0",
+            "config": {"layers": 1, "d_model": d_model, "d_ff": 128, "n_heads": 8,
+                       "context": 20, "vocab": 33},
+            "forward": [{"k": 1, "median_ms": 2.0}, {"k": 2, "median_ms": 3.0}],
+            "generate_ms_per_token": 4.0,
+        })
+        .to_string()
+    };
+    let base = [
+        "bench",
+        "forward",
+        "--max-k",
+        "2",
+        "--d-model",
+        "32",
+        "--layers",
+        "1",
+        "--codebook",
+        "16",
+        "--context",
+        "20",
+        "--repeat",
+        "2",
+        "--generate",
+        "4",
+        "--peer",
+        path(&peer),
+        "--out",
+        path(&fwd),
+    ];
+    std::fs::write(&peer, peer_report(32)).expect("peer");
+    let o = voxspec(&base);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("faster than the peer's generate"),
+        "{}",
+        text(&o)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&fwd).expect("report")).expect("json");
+    let g = &report["greedy"][0];
+    let ratio = g["speedup_over_peer"].as_f64().expect("ratio");
+    let ms = g["ms_per_token"].as_f64().expect("ms");
+    assert!(
+        (ratio - 4.0 / ms).abs() < 1e-9 * ratio,
+        "{ratio} vs 4 / {ms}"
+    );
+    std::fs::write(&peer, peer_report(64)).expect("peer");
+    let o = voxspec(&base);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("d_model = 64"), "{}", text(&o));
 
     // A preset's random model, the native engine over f32 and bf16 weights in one run.
     let o = voxspec(&[
