@@ -23,6 +23,7 @@ import argparse
 import json
 import statistics
 import time
+import warnings
 
 PRESETS = {
     # voxspec-mtp's presets: d_model, layers, heads, d_ff
@@ -49,6 +50,7 @@ def main() -> int:
     ap.add_argument("--out", default="peer-forward.json")
     args = ap.parse_args()
 
+    warnings.simplefilter("ignore", FutureWarning)  # transformers 5 renames past_key_values
     import torch
     import transformers
     from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
@@ -91,7 +93,7 @@ def main() -> int:
                 t = time.perf_counter()
                 model(block, past_key_values=cache, use_cache=True)
                 elapsed = (time.perf_counter() - t) * 1e3
-                cache.crop(args.context)
+                cache.crop(-k)  # drop the block: back to the prompt (transformers 4.x and 5.x)
                 if rep >= 2:
                     times[k].append(elapsed)
         for k in range(1, args.max_k + 1):

@@ -84,15 +84,13 @@ fn read_peer(path: &std::path::Path, config: &serde_json::Value) -> anyhow::Resu
             path.display()
         )
     })?;
-    for (key, ours) in config.as_object().into_iter().flatten() {
-        if peer.config.get(key) != Some(ours) {
-            anyhow::bail!(
-                "{}: the peer measured {key} = {}, this run {ours}; run both with the same flags",
-                path.display(),
-                peer.config.get(key).unwrap_or(&serde_json::Value::Null)
-            );
-        }
-    }
+    let keys: Vec<&str> = config
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    same_config(path, &peer.config, config, &keys)?;
     anyhow::ensure!(
         peer.tokens_per_second.is_finite() && peer.tokens_per_second > 0.0,
         "{}: tokens_per_second must be positive",
@@ -165,6 +163,26 @@ struct PeerPoint {
     median_ms: f64,
 }
 
+/// Checks that the peer report at `path` measured `keys` of `ours` as this run does.
+fn same_config(
+    path: &std::path::Path,
+    peer: &serde_json::Value,
+    ours: &serde_json::Value,
+    keys: &[&str],
+) -> anyhow::Result<()> {
+    for &key in keys {
+        let mine = &ours[key];
+        if peer.get(key) != Some(mine) {
+            anyhow::bail!(
+                "{}: the peer measured {key} = {}, this run {mine}; run both with the same flags",
+                path.display(),
+                peer.get(key).unwrap_or(&serde_json::Value::Null)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Reads a forward peer report and checks that it measured this run's shape.
 fn read_forward_peer(
     path: &std::path::Path,
@@ -179,16 +197,12 @@ fn read_forward_peer(
             path.display()
         )
     })?;
-    for key in ["layers", "d_model", "d_ff", "n_heads", "context"] {
-        let ours = &config[key];
-        if peer.config.get(key) != Some(ours) {
-            anyhow::bail!(
-                "{}: the peer measured {key} = {}, this run {ours}; run both on the same shape",
-                path.display(),
-                peer.config.get(key).unwrap_or(&serde_json::Value::Null)
-            );
-        }
-    }
+    same_config(
+        path,
+        &peer.config,
+        config,
+        &["layers", "d_model", "d_ff", "n_heads", "context"],
+    )?;
     anyhow::ensure!(
         peer.forward
             .first()

@@ -311,8 +311,9 @@ impl MsPipeline {
         let have = self.config().n_heads();
         anyhow::ensure!(
             (1..=have).contains(&heads),
-            "--heads {heads}: the multi-stream LM has {have} prediction head(s) (train it with \
-             `voxspec train multistream --mtp-heads N` for more)"
+            "--heads {heads}: the multi-stream LM has {have} prediction head(s); decode it with \
+             `--decoder ar` (or sd/ssd/pcg with --draft), or train heads with `voxspec train \
+             multistream --base LM --mtp-heads N`"
         );
         Ok(match top_k {
             None => FrameMtpDecoder::new(heads)?,
