@@ -395,6 +395,8 @@ fn the_binary_trains_and_benchmarks_on_wgpu_and_refuses_a_missing_adapter() {
         "2",
         "--repeat",
         "2",
+        "--generate",
+        "4",
         "--out",
         s(&forward),
     ]);
