@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--generate", type=int, default=32)
     ap.add_argument("--repeat-generate", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
     ap.add_argument("--out", default="peer-forward.json")
     args = ap.parse_args()
 
@@ -78,9 +79,14 @@ def main() -> int:
         attention_bias=False,
         mlp_bias=False,
     )
-    model = LlamaForCausalLM(config).eval()
+    device = torch.device(args.device)
+    model = LlamaForCausalLM(config).eval().to(device)
     params = sum(p.numel() for p in model.parameters())
-    prompt = torch.randint(0, vocab, (1, args.context))
+    prompt = torch.randint(0, vocab, (1, args.context)).to(device)
+
+    def sync() -> None:  # a GPU runs asynchronously: wait for its work before reading the clock
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     forward = []
     with torch.inference_mode():
@@ -89,9 +95,11 @@ def main() -> int:
         times = {k: [] for k in range(1, args.max_k + 1)}
         for rep in range(args.repeat + 2):
             for k in range(1, args.max_k + 1):
-                block = torch.randint(0, vocab, (1, k))
+                block = torch.randint(0, vocab, (1, k)).to(device)
+                sync()
                 t = time.perf_counter()
                 model(block, past_key_values=cache, use_cache=True)
+                sync()
                 elapsed = (time.perf_counter() - t) * 1e3
                 cache.crop(-k)  # drop the block: back to the prompt (transformers 4.x and 5.x)
                 if rep >= 2:
@@ -100,6 +108,7 @@ def main() -> int:
             forward.append({"k": k, "median_ms": statistics.median(times[k])})
 
         def generate(n: int) -> float:
+            sync()
             t = time.perf_counter()
             model.generate(
                 prompt,
@@ -109,6 +118,7 @@ def main() -> int:
                 do_sample=False,
                 pad_token_id=0,
             )
+            sync()
             return (time.perf_counter() - t) * 1e3
 
         generate(2)  # warm-up
@@ -127,6 +137,7 @@ def main() -> int:
             "context": args.context,
             "vocab": vocab,
             "threads": args.threads,
+            "device": str(device),
             "dtype": "float32",
         },
         "parameters": params,
@@ -137,7 +148,7 @@ def main() -> int:
     with open(args.out, "w") as f:
         json.dump(report, f, indent=2)
     one = forward[0]["median_ms"]
-    print(f"{report['framework']}, {params / 1e6:.1f}M parameters, {args.threads} threads")
+    print(f"{report['framework']} on {device}, {params / 1e6:.1f}M parameters, {args.threads} threads")
     for p in forward:
         print(f"k={p['k']}: {p['median_ms']:.3f} ms (cost {p['median_ms'] / one:.2f})")
     print(f"generate: {report['generate_ms_per_token']:.3f} ms/token; wrote {args.out}")

@@ -11,8 +11,9 @@
 //!   pay if this stays far below `k`. `--engine burn,native` times Burn and the native engine
 //!   in one run, `--weights f32,bf16` the native engine over f32 and bf16 weights; each step is
 //!   also given as a multiple of the bandwidth floor (the weights the step actually reads — f32
-//!   for Burn, the chosen format for the native engine — at the machine's measured read
-//!   bandwidth). `--preset` measures a random model of a training preset. Each engine also
+//!   for Burn, the chosen format for the native engine — at the measured read bandwidth of the
+//!   memory they live in: the host's for the native engine, which always runs on the CPU, and
+//!   for Burn on the CPU; the device's for Burn on a GPU, from a sum over a 256 MB tensor). `--preset` measures a random model of a training preset. Each engine also
 //!   runs the greedy decoding loop (`--generate` tokens: a single-token forward and an argmax
 //!   per token), and `--peer FILE` puts the report of `tools/bench_forward_peer.py`
 //!   (PyTorch + transformers' Llama of the same shape, measured alongside) beside it.
@@ -183,6 +184,30 @@ fn same_config(
     Ok(())
 }
 
+/// Read bandwidth of a Burn device, GB/s: the median time of summing four 64 MB f32 tensors
+/// (256 MB read once; four buffers stay inside every GPU's buffer limits and outgrow its L2
+/// cache) over five runs after a warm-up.
+fn device_read_bandwidth_gbs(device: &burn::tensor::Device) -> anyhow::Result<f64> {
+    const N: usize = 16 << 20;
+    let xs: Vec<_> = (0..4)
+        .map(|_| burn::tensor::Tensor::<1>::ones([N], device))
+        .collect();
+    let mut secs = Vec::with_capacity(5);
+    for rep in 0..6 {
+        let t = std::time::Instant::now();
+        for x in &xs {
+            x.clone().sum().try_into_scalar::<f32>().map_err(|e| {
+                anyhow::anyhow!("{}: reading a sum back: {e:?}", crate::device::describe())
+            })?;
+        }
+        if rep > 0 {
+            secs.push(t.elapsed().as_secs_f64());
+        }
+    }
+    secs.sort_by(f64::total_cmp);
+    Ok((xs.len() * N * 4) as f64 / secs[secs.len() / 2] / 1e9)
+}
+
 /// Reads a forward peer report and checks that it measured this run's shape.
 fn read_forward_peer(
     path: &std::path::Path,
@@ -328,8 +353,12 @@ struct ForwardReport {
     bandwidth_gbs: f64,
     /// `weight_mb` read at `bandwidth_gbs`: the least an f32 step can cost, ms.
     floor_ms: f64,
-    /// The same per weight format measured.
+    /// The same per weight format measured (the native engine's, in host memory).
     floors: Vec<Floor>,
+    /// Read bandwidth of the `--device` when it is not the CPU (a sum over 256 MB), GB/s.
+    device_bandwidth_gbs: Option<f64>,
+    /// The f32 weights read at the bandwidth of the memory Burn's rows run in, ms.
+    burn_floor_ms: f64,
     results: Vec<ForwardPoint>,
     /// Greedy decoding per engine (`--generate`).
     greedy: Vec<GreedyPoint>,
@@ -415,8 +444,21 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             .find(|f| f.weights == format.name())
             .map_or(f64::NAN, |f| f.floor_ms)
     };
+    // Burn computes in the device's memory: on a GPU its floor is the GPU's bandwidth.
+    let device_bandwidth_gbs = if crate::device::single_is_cpu() {
+        None
+    } else {
+        Some(device_read_bandwidth_gbs(&device)?)
+    };
+    // MB over GB/s is ms.
+    let burn_floor_ms =
+        device_bandwidth_gbs.map_or(floors[0].floor_ms, |gbs| floors[0].weight_mb / gbs);
     let mut results = Vec::new();
     let mut push = |kind: EngineKind, format: WeightFormat, medians: Vec<f64>| {
+        let floor = match kind {
+            EngineKind::Burn => burn_floor_ms,
+            EngineKind::Native | EngineKind::NativeBf16 => floor_of(format),
+        };
         for (i, &m) in medians.iter().enumerate() {
             results.push(ForwardPoint {
                 engine: kind,
@@ -425,7 +467,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                 median_ms: m,
                 cost_relative_to_k1: m / medians[0],
                 ms_per_token: m / (i + 1) as f64,
-                floor_multiple: m / floor_of(format),
+                floor_multiple: m / floor,
             });
         }
     };
@@ -506,12 +548,14 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         floor_ms: f32_floor.floor_ms,
         results,
         floors,
+        device_bandwidth_gbs,
+        burn_floor_ms,
         greedy,
         peer,
     };
     write_report(&args.out, &report)?;
     println!(
-        "{} parameters, {} cached positions; read bandwidth {:.1} GB/s ({} threads)",
+        "{} parameters, {} cached positions; host read bandwidth {:.1} GB/s ({} threads)",
         report.parameters,
         args.context,
         bandwidth_gbs,
@@ -521,6 +565,14 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         println!(
             "{} weights: {:.1} MB per step, floor {:.3} ms",
             f.weights, f.weight_mb, f.floor_ms
+        );
+    }
+    if let Some(gbs) = device_bandwidth_gbs {
+        println!(
+            "{}: read bandwidth {gbs:.1} GB/s (a sum over 256 MB); Burn's f32 floor there {:.3} ms \
+             (the native engine's rows run on the host)",
+            crate::device::describe(),
+            burn_floor_ms
         );
     }
     println!(

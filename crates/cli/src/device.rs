@@ -167,6 +167,11 @@ pub fn single() -> anyhow::Result<Device> {
     }
 }
 
+/// Whether the one device of a single-device command is the CPU.
+pub fn single_is_cpu() -> bool {
+    matches!(selected(), [one] if one.spec == DeviceSpec::Cpu)
+}
+
 /// The devices of a data-parallel training run (the first holds the model and the optimizer).
 pub fn training() -> Vec<Device> {
     selected().iter().map(|s| s.device.clone()).collect()

@@ -200,18 +200,20 @@ fn own_voices(
 }
 
 /// Adds the phase-shifted encodings the training token store holds (`codec extract
-/// --phase-shifts`) to `pairs.train`; returns their manifest entries.
+/// --phase-shifts`) to `pairs.train`; returns their manifest entries. `train` is the training
+/// split's manifest.
 fn add_phase_shifts(
     common: &LmCommon,
+    train: &[voxspec_data::Utterance],
     pairs: &mut crate::train_lm::Pairs,
 ) -> anyhow::Result<Vec<voxspec_data::Utterance>> {
     let store = TokenStore::open(&common.tokens, "train")
         .with_context(|| format!("opening the train token store {}", common.tokens.display()))?;
-    let train = crate::train_cmd::read_split(&common.data, "train", false)?;
     let kept: HashMap<&str, ()> = pairs.train.iter().map(|i| (i.id.as_str(), ())).collect();
     let train: Vec<_> = train
-        .into_iter()
+        .iter()
         .filter(|u| kept.contains_key(u.id.as_str()))
+        .cloned()
         .collect();
     let shifted = crate::phase_shift::shifted_utterances(&train, &store);
     if shifted.is_empty() {
@@ -249,10 +251,11 @@ fn items(
 pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let mut pairs = crate::train_lm::load_pairs(common)?;
+    let mut manifest = crate::train_cmd::read_split(&common.data, "train", false)?;
     let shifted = if args.no_phase_shifts {
         Vec::new()
     } else {
-        add_phase_shifts(common, &mut pairs)?
+        add_phase_shifts(common, &manifest, &mut pairs)?
     };
     let streams = args.streams.unwrap_or(pairs.n_q);
     anyhow::ensure!(
@@ -272,7 +275,6 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         .chain(&pairs.dev)
         .map(|i| (i.id.as_str(), (i.codes.n_frames, i.durations.is_some())))
         .collect();
-    let mut manifest = crate::train_cmd::read_split(&common.data, "train", false)?;
     manifest.extend(crate::train_cmd::read_split(&common.data, "dev", false)?);
     for u in manifest.iter().chain(&shifted) {
         let (Some(a), Some(&(n, true))) = (&u.alignment, frames.get(u.id.as_str())) else {

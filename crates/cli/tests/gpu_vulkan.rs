@@ -400,6 +400,22 @@ fn the_binary_trains_and_benchmarks_on_wgpu_and_refuses_a_missing_adapter() {
         "--out",
         s(&forward),
     ]);
+    // Burn's rows on the GPU are set against the device's bandwidth, not the host's.
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&forward).expect("report")).expect("json");
+    let device_gbs = report["device_bandwidth_gbs"]
+        .as_f64()
+        .expect("device bandwidth");
+    assert!(device_gbs > 0.0, "{report}");
+    let burn_floor = report["burn_floor_ms"].as_f64().expect("burn floor");
+    let expected = report["weight_mb"].as_f64().expect("weights") / device_gbs;
+    assert!(
+        (burn_floor - expected).abs() <= 1e-9 * expected.max(1.0),
+        "{report}"
+    );
+    let row = &report["results"][0];
+    let multiple = row["median_ms"].as_f64().expect("ms") / burn_floor;
+    assert!((row["floor_multiple"].as_f64().expect("multiple") - multiple).abs() < 1e-6 * multiple);
     let error = fail(&["--device", "wgpu:99", "bench", "train", "--steps", "1"]);
     assert!(
         error.contains("wgpu:99") && error.contains("adapter"),
