@@ -39,7 +39,9 @@ codec=""
 steps=""
 codec_steps=""
 code_dropout=0.7
-phase_shifts=6
+frame_ms=120
+streams=4
+phase_shifts=""
 dropout=0.3
 mtp_heads=4
 mtp_steps=200
@@ -62,8 +64,11 @@ Usage: $0 [options]
   --threads N          worker threads (default: all cores)
   --codec DIR          a trained SoCodec-style codec to use instead of training one
   --codec-steps N      SoCodec training steps (default: train_socodec.sh's)
-  --phase-shifts N     token grids the training split is encoded on (default $phase_shifts:
-                       every 20 ms offset of a 120 ms frame; 1: the one grid)
+  --frame-ms MS        the codec's frame shift (default $frame_ms; the paper's Table 1 also
+                       has 40 with --streams 1, and 240 with --streams 8)
+  --streams N          token streams of the codec (default $streams)
+  --phase-shifts N     token grids the training split is encoded on (default frame-ms / 20:
+                       every 20 ms offset of a frame, six at 120 ms; 1: the one grid)
   --steps N            LM training steps (default 1500 for minitts: on six token grids its
                        dev loss still falls there; 600 suits one grid; 100000 for LibriTTS)
   --dropout P          LM dropout (default $dropout)
@@ -92,6 +97,8 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
     --codec-steps) codec_steps="$2"; shift 2 ;;
+    --frame-ms) frame_ms="$2"; shift 2 ;;
+    --streams) streams="$2"; shift 2 ;;
     --phase-shifts) phase_shifts="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --dropout) dropout="$2"; shift 2 ;;
@@ -110,6 +117,15 @@ while [ $# -gt 0 ]; do
 done
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
+
+case "$frame_ms" in
+  ''|*[!0-9]*|0) echo "error: --frame-ms $frame_ms: expected a positive multiple of 20" >&2; exit 2 ;;
+esac
+[ $((frame_ms % 20)) -eq 0 ] || {
+  echo "error: --frame-ms $frame_ms: expected a multiple of 20 (the teacher's frame)" >&2; exit 2; }
+phase_shifts="${phase_shifts:-$((frame_ms / 20))}"
+# One stream has nothing to delay: d = 0 and d = 1 are the same model.
+[ "$streams" = 1 ] && ablation=0
 
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
   exp="${exp:-exp/multistream-libritts}"
@@ -152,7 +168,7 @@ codec_dir="${codec:-$so/socodec}"
 
 if run_stage 0 codec; then
   socodec_args=(--exp "$so" --vocoder checkpoints/vocoder-minitts --sub-codebook 16
-    --phase-shifts "$phase_shifts"
+    --frame-ms "$frame_ms" --streams "$streams" --phase-shifts "$phase_shifts"
     "${verbose[@]+"${verbose[@]}"}")
   [ -n "$threads" ] && socodec_args+=(--threads "$threads")
   [ -n "$codec_steps" ] && socodec_args+=(--steps "$codec_steps")
