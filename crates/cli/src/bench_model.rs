@@ -13,7 +13,8 @@
 //!   also given as a multiple of the bandwidth floor (the weights the step actually reads — f32
 //!   for Burn, the chosen format for the native engine — at the measured read bandwidth of the
 //!   memory they live in: the host's for the native engine, which always runs on the CPU, and
-//!   for Burn on the CPU; the device's for Burn on a GPU, from a sum over a 256 MB tensor). `--preset` measures a random model of a training preset. Each engine also
+//!   for Burn on the CPU; the device's for Burn on a GPU, from sums over four 64 MB tensors).
+//!   `--preset` measures a random model of a training preset. Each engine also
 //!   runs the greedy decoding loop (`--generate` tokens: a single-token forward and an argmax
 //!   per token), and `--peer FILE` puts the report of `tools/bench_forward_peer.py`
 //!   (PyTorch + transformers' Llama of the same shape, measured alongside) beside it.
@@ -355,7 +356,7 @@ struct ForwardReport {
     floor_ms: f64,
     /// The same per weight format measured (the native engine's, in host memory).
     floors: Vec<Floor>,
-    /// Read bandwidth of the `--device` when it is not the CPU (a sum over 256 MB), GB/s.
+    /// Read bandwidth of the `--device` when it is not the CPU (sums over 4 x 64 MB), GB/s.
     device_bandwidth_gbs: Option<f64>,
     /// The f32 weights read at the bandwidth of the memory Burn's rows run in, ms.
     burn_floor_ms: f64,
@@ -569,7 +570,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     }
     if let Some(gbs) = device_bandwidth_gbs {
         println!(
-            "{}: read bandwidth {gbs:.1} GB/s (a sum over 256 MB); Burn's f32 floor there {:.3} ms \
+            "{}: read bandwidth {gbs:.1} GB/s (sums over 4 x 64 MB); Burn's f32 floor there {:.3} ms \
              (the native engine's rows run on the host)",
             crate::device::describe(),
             burn_floor_ms
