@@ -86,10 +86,11 @@ impl Kernel {
                 // the slices hold `rows · k_len` values and `k_len` rows (asserted above).
                 unsafe {
                     match rows {
-                        // As for f32 weights, one row streams faster through the AVX2 kernel:
-                        // measured 131 against 149 µs (best of 25) for a 1024² product from
-                        // memory, 202 against 236 µs median. AVX-512F CPUs have AVX2 and FMA.
-                        1 if Kernel::Avx2.supported() => x86::panel_avx2::<1>(x, k_len, w, out),
+                        // One row too takes the AVX-512 kernel (it prefetches; the AVX2 one
+                        // does not): in the base preset's one-token step (405 MB of bf16) it
+                        // measured as fast per step as two rows, the AVX2 kernel 10-12 % slower
+                        // (two interleaved runs, `bench forward --max-k 2`). In isolation, one
+                        // 1024² product from memory, AVX2 had measured 131 against 149 µs.
                         1 => x86::panel_avx512::<1, 4>(x, k_len, w, out),
                         2 => x86::panel_avx512::<2, 2>(x, k_len, w, out),
                         3 => x86::panel_avx512::<3, 1>(x, k_len, w, out),
