@@ -9,7 +9,7 @@
 //! - `forward` measures, on the MTP model with a KV cache, the time of one `extend` of `k` new
 //!   tokens relative to `k = 1`, for `k = 1..=max_k`: speculative and multi-token decoding only
 //!   pay if this stays far below `k`. `--engine burn,native` times Burn and the native engine
-//!   in one run, `--weights f32,bf16` the native engine over f32 and bf16 weights; each step is
+//!   in one run, `--weights f32,bf16,int8` the native engine over each weight format; each step is
 //!   also given as a multiple of the bandwidth floor (the weights the step actually reads — f32
 //!   for Burn, the chosen format for the native engine — at the measured read bandwidth of the
 //!   memory they live in: the host's for the native engine, which always runs on the CPU, and
@@ -18,6 +18,9 @@
 //!   runs the greedy decoding loop (`--generate` tokens: a single-token forward and an argmax
 //!   per token), and `--peer FILE` puts the report of `tools/bench_forward_peer.py`
 //!   (PyTorch + transformers' Llama of the same shape, measured alongside) beside it.
+//!   `--mtp-heads K` times real decoders too, prefill excluded: AR against MTP with K heads and
+//!   Viterbi path selection, per engine and weight format, on a model of the shape whatever its
+//!   weights (MTP emits K tokens per forward until end of speech).
 
 use std::path::PathBuf;
 
@@ -26,7 +29,13 @@ use burn::module::Module;
 use clap::Args;
 use serde::Serialize;
 use voxspec_engine::{NativeMtp, WeightFormat};
-use voxspec_mtp::{MtpConfig, forward_costs, greedy_ms_per_token, load_mtp};
+use voxspec_infer::{
+    ArDecoder, LanguageModel, MtpDecoder, SamplerConfig, Transitions, TransitionsConfig,
+    ViterbiConfig,
+};
+use voxspec_mtp::{
+    MtpConfig, TtsPrompt, decode_ms_per_token, forward_costs, greedy_ms_per_token, load_mtp,
+};
 use voxspec_nn::TransformerConfig;
 use voxspec_train::ThroughputConfig;
 use voxspec_tts::EngineKind;
@@ -110,7 +119,7 @@ pub struct ForwardBenchArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "native")]
     engine: Vec<EngineKind>,
     /// Weight formats of the native engine measured one after the other (comma-separated:
-    /// f32, bf16); Burn always runs f32.
+    /// f32, bf16, int8); Burn always runs f32.
     #[arg(long, value_delimiter = ',', default_value = "f32")]
     weights: Vec<WeightFormat>,
     /// A random model of this training preset (its width, layers, heads and feed-forward
@@ -139,6 +148,14 @@ pub struct ForwardBenchArgs {
     /// argmax per token, the loop of transformers' `generate`); 0 skips it.
     #[arg(long, default_value_t = 32)]
     generate: usize,
+    /// Also time real decoders per engine over `--generate` tokens (prefill excluded, greedy,
+    /// end of speech masked): AR against MTP with this many heads and Viterbi path selection
+    /// (top 3 per head, transitions counted over random codes). A random model gets this many
+    /// heads (the bandwidth floors then count every head's weights, though a one-token step
+    /// reads only the first head's); a `--model` must have them. 0 skips it. Speed only: on
+    /// random weights the codes mean nothing.
+    #[arg(long, default_value_t = 0)]
+    mtp_heads: usize,
     /// The report of `tools/bench_forward_peer.py` (PyTorch + transformers, same shape,
     /// measured alongside on this machine): printed side by side, with the ratios.
     #[arg(long, value_name = "FILE")]
@@ -363,8 +380,22 @@ struct ForwardReport {
     results: Vec<ForwardPoint>,
     /// Greedy decoding per engine (`--generate`).
     greedy: Vec<GreedyPoint>,
+    /// AR and MTP + Viterbi decoding per engine (`--mtp-heads`).
+    decoders: Vec<DecoderPoint>,
     /// The peer measured alongside (`--peer`).
     peer: Option<ForwardPeer>,
+}
+
+/// One real decoder's speed on one engine and weight format (`--mtp-heads`).
+#[derive(Debug, Serialize)]
+struct DecoderPoint {
+    engine: EngineKind,
+    weights: String,
+    decoder: String,
+    tokens: usize,
+    ms_per_token: f64,
+    /// AR's ms/token on the same engine and weights over this one.
+    speedup_over_ar: f64,
 }
 
 pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
@@ -387,7 +418,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             (file.model, model)
         }
         (None, Some(preset)) => {
-            let mut config = mtp_config(preset, 16, args.codebook).with_n_heads(1);
+            let mut config =
+                mtp_config(preset, 16, args.codebook).with_n_heads(args.mtp_heads.max(1));
             let t = &mut config.transformer;
             t.dropout = 0.0;
             t.max_seq_len = t
@@ -404,7 +436,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                 .with_d_ff(4 * args.d_model)
                 .with_dropout(0.0)
                 .with_max_seq_len(args.context + args.max_k.max(args.generate) + 16);
-            let config = MtpConfig::new(16, args.codebook, core).with_n_heads(1);
+            let config =
+                MtpConfig::new(16, args.codebook, core).with_n_heads(args.mtp_heads.max(1));
             let model = config.init(&device)?;
             (config, model)
         }
@@ -414,11 +447,12 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     // The engine in each format measured, and f32 for Burn's floor.
     let native = NativeMtp::from_burn(&model, &config)
         .context("building the native engine from the AR model")?;
-    // `--engine native` runs every `--weights` format, `native-bf16` bf16.
+    // `--engine native` runs every `--weights` format, `native-bf16` bf16, `native-int8` int8.
     let native_formats = |kind: EngineKind| match kind {
         EngineKind::Burn => Vec::new(),
         EngineKind::Native => args.weights.clone(),
         EngineKind::NativeBf16 => vec![WeightFormat::Bf16],
+        EngineKind::NativeInt8 => vec![WeightFormat::Int8],
     };
     let mut engines: Vec<(WeightFormat, NativeMtp)> = Vec::new();
     let wanted = args.engine.iter().flat_map(|&kind| native_formats(kind));
@@ -458,7 +492,9 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     let mut push = |kind: EngineKind, format: WeightFormat, medians: Vec<f64>| {
         let floor = match kind {
             EngineKind::Burn => burn_floor_ms,
-            EngineKind::Native | EngineKind::NativeBf16 => floor_of(format),
+            EngineKind::Native | EngineKind::NativeBf16 | EngineKind::NativeInt8 => {
+                floor_of(format)
+            }
         };
         for (i, &m) in medians.iter().enumerate() {
             results.push(ForwardPoint {
@@ -498,6 +534,34 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         });
     };
     let greedy_repeat = args.repeat.clamp(1, 5);
+    if args.mtp_heads > 0 {
+        anyhow::ensure!(
+            args.generate >= args.mtp_heads,
+            "--mtp-heads {} needs --generate of at least as many tokens",
+            args.mtp_heads
+        );
+        anyhow::ensure!(
+            model.n_heads() >= args.mtp_heads,
+            "--mtp-heads {}: the model has {} heads",
+            args.mtp_heads,
+            model.n_heads()
+        );
+    }
+    let transitions = std::sync::Arc::new(random_transitions(config.codebook_size)?);
+    let mut decoders = Vec::new();
+    let mut push_decoders = |kind: EngineKind, format: WeightFormat, rows: Vec<(String, f64)>| {
+        let ar = rows.first().map_or(f64::NAN, |r| r.1);
+        for (decoder, ms) in rows {
+            decoders.push(DecoderPoint {
+                engine: kind,
+                weights: format.to_string(),
+                decoder,
+                tokens: args.generate,
+                ms_per_token: ms,
+                speedup_over_ar: ar / ms,
+            });
+        }
+    };
     for &kind in &args.engine {
         match kind {
             EngineKind::Burn => {
@@ -514,8 +578,12 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                     )?;
                     push_greedy(kind, WeightFormat::F32, ms);
                 }
+                if args.mtp_heads > 0 {
+                    let rows = time_decoders(&model, aligned, &args, &transitions)?;
+                    push_decoders(kind, WeightFormat::F32, rows);
+                }
             }
-            EngineKind::Native | EngineKind::NativeBf16 => {
+            EngineKind::Native | EngineKind::NativeBf16 | EngineKind::NativeInt8 => {
                 for format in native_formats(kind) {
                     let engine = engines
                         .iter()
@@ -535,6 +603,10 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                         )?;
                         push_greedy(kind, format, ms);
                     }
+                    if args.mtp_heads > 0 {
+                        let rows = time_decoders(engine, aligned, &args, &transitions)?;
+                        push_decoders(kind, format, rows);
+                    }
                 }
             }
         }
@@ -552,6 +624,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         device_bandwidth_gbs,
         burn_floor_ms,
         greedy,
+        decoders,
         peer,
     };
     write_report(&args.out, &report)?;
@@ -622,7 +695,75 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             g.engine, g.weights, g.ms_per_token, g.tokens
         );
     }
+    if !report.decoders.is_empty() {
+        println!(
+            "\ndecoding {} tokens (greedy, prefill excluded):\n\
+             | engine | weights | decoder | ms/token | speed-up over AR |\n|---|---|---|---|---|",
+            args.generate
+        );
+        for d in &report.decoders {
+            println!(
+                "| {:?} | {} | {} | {:.3} | {:.2}x |",
+                d.engine, d.weights, d.decoder, d.ms_per_token, d.speedup_over_ar
+            );
+        }
+    }
     Ok(())
+}
+
+/// Transitions counted over one long pseudo-random code sequence: what Viterbi path selection
+/// needs to run (`--mtp-heads`), not a language model of speech.
+fn random_transitions(codebook: usize) -> anyhow::Result<Transitions> {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let codes: Vec<u32> = (0..50_000)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) % codebook as u64) as u32
+        })
+        .collect();
+    Ok(Transitions::from_sequences(
+        std::iter::once(codes.as_slice()),
+        codebook + 1,
+        &TransitionsConfig::default(),
+    )?)
+}
+
+/// AR and MTP with Viterbi (`--mtp-heads` heads, top 3) over `--generate` tokens on `model`:
+/// `(label, ms per token)`, AR first.
+fn time_decoders<M: LanguageModel<Prompt = TtsPrompt>>(
+    model: &M,
+    aligned: bool,
+    args: &ForwardBenchArgs,
+    transitions: &std::sync::Arc<Transitions>,
+) -> anyhow::Result<Vec<(String, f64)>> {
+    let greedy = SamplerConfig::greedy();
+    let repeat = args.repeat.clamp(1, 5);
+    let ar = decode_ms_per_token(
+        model,
+        &mut ArDecoder::new(),
+        aligned,
+        args.context,
+        args.generate,
+        repeat,
+        &greedy,
+    )?;
+    let mut mtp =
+        MtpDecoder::with_viterbi(args.mtp_heads, ViterbiConfig::new(3), transitions.clone())?;
+    let ms = decode_ms_per_token(
+        model,
+        &mut mtp,
+        aligned,
+        args.context,
+        args.generate,
+        repeat,
+        &greedy,
+    )?;
+    Ok(vec![
+        ("ar".into(), ar),
+        (format!("mtp+viterbi k={} top_k=3", args.mtp_heads), ms),
+    ])
 }
 
 fn write_report(path: &std::path::Path, report: &impl Serialize) -> anyhow::Result<()> {

@@ -188,16 +188,17 @@ fn model_benchmarks_write_their_reports() {
     assert!(!o.status.success());
     assert!(text(&o).contains("d_model = 64"), "{}", text(&o));
 
-    // A preset's random model, the native engine over f32 and bf16 weights in one run.
-    let o = voxspec(&[
+    // A preset's random model, the native engine over f32, bf16 and int8 weights in one run,
+    // with AR against MTP + Viterbi decoding on each.
+    let tiny = [
         "bench",
         "forward",
         "--preset",
         "tiny",
         "--engine",
-        "native,native-bf16",
+        "native,native-bf16,native-int8",
         "--weights",
-        "bf16,f32",
+        "bf16,f32,int8",
         "--max-k",
         "2",
         "--codebook",
@@ -206,9 +207,14 @@ fn model_benchmarks_write_their_reports() {
         "20",
         "--repeat",
         "2",
+        "--generate",
+        "6",
+        "--mtp-heads",
+        "2",
         "--out",
         path(&fwd),
-    ]);
+    ];
+    let o = voxspec(&tiny);
     assert!(o.status.success(), "{}", text(&o));
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&fwd).expect("report")).expect("json");
@@ -219,10 +225,16 @@ fn model_benchmarks_write_their_reports() {
         .iter()
         .map(|r| r["weights"].as_str().expect("weights"))
         .collect();
-    assert_eq!(weights, ["bf16", "bf16", "f32", "f32", "bf16", "bf16"]);
+    assert_eq!(
+        weights,
+        [
+            "bf16", "bf16", "f32", "f32", "int8", "int8", "bf16", "bf16", "int8", "int8"
+        ]
+    );
     let floors = report["floors"].as_array().expect("floors");
     assert_eq!(floors[0]["weights"], "f32");
     assert_eq!(floors[1]["weights"], "bf16");
+    assert_eq!(floors[2]["weights"], "int8");
     let mb = |i: usize| floors[i]["weight_mb"].as_f64().expect("weight_mb");
     assert!(
         mb(1) < 0.51 * mb(0),
@@ -230,6 +242,35 @@ fn model_benchmarks_write_their_reports() {
         mb(1),
         mb(0)
     );
+    assert!(
+        mb(2) < 0.75 * mb(1),
+        "int8 reads about half of bf16 (plus a scale per column): {} of {}",
+        mb(2),
+        mb(1)
+    );
+    // AR then MTP + Viterbi for each engine and format, the speed-up against that AR.
+    let decoders = report["decoders"].as_array().expect("decoders");
+    assert_eq!(decoders.len(), 10);
+    for pair in decoders.chunks(2) {
+        assert_eq!(pair[0]["decoder"], "ar");
+        assert_eq!(pair[1]["decoder"], "mtp+viterbi k=2 top_k=3");
+        assert_eq!(pair[0]["weights"], pair[1]["weights"]);
+        assert_eq!(pair[0]["speedup_over_ar"].as_f64(), Some(1.0));
+        let (ar, mtp) = (
+            pair[0]["ms_per_token"].as_f64().expect("ms"),
+            pair[1]["ms_per_token"].as_f64().expect("ms"),
+        );
+        let speedup = pair[1]["speedup_over_ar"].as_f64().expect("speed-up");
+        assert!(ar > 0.0 && mtp > 0.0);
+        assert!((speedup - ar / mtp).abs() < 1e-9 * speedup, "{speedup}");
+    }
+    // More heads than tokens, or than the model has, is refused with the numbers.
+    let mut more = tiny.to_vec();
+    let at = more.iter().position(|a| *a == "--generate").expect("flag") + 1;
+    more[at] = "1";
+    let o = voxspec(&more);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--mtp-heads 2"), "{}", text(&o));
     let bad = voxspec(&["bench", "forward", "--weights", "f16", "--out", path(&fwd)]);
     assert!(!bad.status.success());
     assert!(text(&bad).contains("f16"), "{}", text(&bad));

@@ -136,3 +136,156 @@ pub fn greedy_ms_per_token<M: LanguageModel<Prompt = TtsPrompt>>(
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
 }
+
+/// A model whose prefill calls are timed: what [`decode_ms_per_token`] leaves out. Every
+/// other call goes to the inner model unchanged.
+pub struct PrefillTimed<'a, M> {
+    inner: &'a M,
+    prefill: std::cell::Cell<std::time::Duration>,
+}
+
+impl<'a, M> PrefillTimed<'a, M> {
+    /// Wraps `inner` with a zero prefill time.
+    pub fn new(inner: &'a M) -> Self {
+        Self {
+            inner,
+            prefill: std::cell::Cell::new(std::time::Duration::ZERO),
+        }
+    }
+
+    /// Wall time spent in prefill calls since the last [`reset`](Self::reset).
+    pub fn prefill_time(&self) -> std::time::Duration {
+        self.prefill.get()
+    }
+
+    /// Sets the prefill time back to zero.
+    pub fn reset(&self) {
+        self.prefill.set(std::time::Duration::ZERO);
+    }
+}
+
+impl<M: LanguageModel> LanguageModel for PrefillTimed<'_, M> {
+    type Prompt = M::Prompt;
+    type Cache = M::Cache;
+
+    fn vocab_size(&self) -> usize {
+        self.inner.vocab_size()
+    }
+
+    fn n_heads(&self) -> usize {
+        self.inner.n_heads()
+    }
+
+    fn eos_token(&self) -> Option<u32> {
+        self.inner.eos_token()
+    }
+
+    fn prompt_len(&self, prompt: &Self::Prompt) -> usize {
+        self.inner.prompt_len(prompt)
+    }
+
+    fn new_cache(&self, batch: usize, capacity: usize) -> Result<Self::Cache> {
+        self.inner.new_cache(batch, capacity)
+    }
+
+    fn prefill(
+        &self,
+        cache: &mut Self::Cache,
+        prompts: &[Self::Prompt],
+        request: LogitsRequest,
+    ) -> Result<voxspec_infer::Logits> {
+        let t = Instant::now();
+        let logits = self.inner.prefill(cache, prompts, request);
+        self.prefill.set(self.prefill.get() + t.elapsed());
+        logits
+    }
+
+    fn extend(
+        &self,
+        cache: &mut Self::Cache,
+        blocks: &[Vec<u32>],
+        request: LogitsRequest,
+    ) -> Result<voxspec_infer::Logits> {
+        self.inner.extend(cache, blocks, request)
+    }
+
+    fn cache_len(&self, cache: &Self::Cache, b: usize) -> usize {
+        self.inner.cache_len(cache, b)
+    }
+
+    fn truncate(&self, cache: &mut Self::Cache, b: usize, len: usize) -> Result<()> {
+        self.inner.truncate(cache, b, len)
+    }
+}
+
+/// Median wall time per generated token (ms) of `decoder` producing exactly `tokens` tokens
+/// (end of speech masked until then) after a `context`-token prompt, prefill excluded, over
+/// `repeat` timed runs after one warm-up: the decoding speed of a real decoder (AR, MTP with
+/// Viterbi, speculative) on a model of this shape, whatever its weights. Sampling as
+/// `sampler` says.
+///
+/// # Errors
+/// [`InferError::InvalidSetting`] for a zero `tokens` or `repeat`; the decoder's and the
+/// model's errors.
+pub fn decode_ms_per_token<M, D>(
+    model: &M,
+    decoder: &mut D,
+    aligned: bool,
+    context: usize,
+    tokens: usize,
+    repeat: usize,
+    sampler: &voxspec_infer::SamplerConfig,
+) -> Result<f64>
+where
+    M: LanguageModel<Prompt = TtsPrompt>,
+    D: for<'a> voxspec_infer::Decoder<PrefillTimed<'a, M>> + ?Sized,
+{
+    if tokens == 0 || repeat == 0 {
+        return Err(InferError::InvalidSetting {
+            name: "tokens and repeat",
+            value: format!("{tokens} and {repeat}"),
+            expected: "at least 1 each".into(),
+        });
+    }
+    let codebook = model.vocab_size() as u32 - 1;
+    let prompt = if aligned {
+        let per = (context + tokens + 16).div_ceil(8) as u32;
+        TtsPrompt {
+            text: vec![1; 8],
+            codes: Vec::new(),
+            durations: Some(vec![per; 8]),
+        }
+    } else {
+        let filler: Vec<u32> = (0..context.saturating_sub(9) as u32)
+            .map(|i| i % codebook)
+            .collect();
+        TtsPrompt::new(vec![1; 8], filler)
+    };
+    let request = voxspec_infer::Request {
+        prompt,
+        limits: voxspec_infer::Limits {
+            min_tokens: tokens,
+            max_tokens: tokens,
+        },
+        seed: 0,
+    };
+    let timed = PrefillTimed::new(model);
+    let mut times = Vec::with_capacity(repeat);
+    for rep in 0..=repeat {
+        timed.reset();
+        let t = Instant::now();
+        let out = decoder.generate(&timed, std::slice::from_ref(&request), sampler)?;
+        let elapsed = t.elapsed().saturating_sub(timed.prefill_time());
+        let produced = out.first().map_or(0, |g| g.tokens.len());
+        if produced != tokens {
+            return Err(InferError::Model(format!(
+                "the decoder produced {produced} tokens, {tokens} were asked for"
+            )));
+        }
+        if rep > 0 {
+            times.push(elapsed.as_secs_f64() * 1e3 / tokens as f64);
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
+}

@@ -27,7 +27,7 @@ pub mod train;
 pub use checkpoint::{MtpFile, NarFile, load_mtp, load_nar, save_mtp, save_nar};
 pub use duration::DurationPredictor;
 pub use error::{MtpError, Result};
-pub use forward_cost::{forward_costs, greedy_ms_per_token};
+pub use forward_cost::{PrefillTimed, decode_ms_per_token, forward_costs, greedy_ms_per_token};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
 pub use nar::{NarConfig, NarInput, NarItem, NarModel};

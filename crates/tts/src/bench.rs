@@ -285,6 +285,11 @@ pub struct DecodeRow {
     pub tpt_ms: f64,
     /// AR TPT divided by this TPT (same run).
     pub speedup: f64,
+    /// The part of the TPT spent inside model calls (target and draft), ms per token.
+    pub model_ms_per_token: f64,
+    /// The part spent in the decoder's own work (sampling, Viterbi, verification), ms per
+    /// token; the rest of the TPT is the decoder's bookkeeping between the two.
+    pub decoder_ms_per_token: f64,
     /// AR-stage wall time / audio duration.
     pub lm_rtf: f64,
     /// Emitted tokens (end of speech included) per target forward (prefill included): 1 for
@@ -459,6 +464,9 @@ pub fn run_decode_bench(
                 tokens: t.tokens,
                 tpt_ms: tpt,
                 speedup: if tpt > 0.0 { ar_tpt / tpt } else { 0.0 },
+                model_ms_per_token: 1e3 * t.stats.model_time.as_secs_f64() / t.tokens.max(1) as f64,
+                decoder_ms_per_token: 1e3 * t.stats.decoder_time.as_secs_f64()
+                    / t.tokens.max(1) as f64,
                 lm_rtf: t.ar_seconds / t.audio_seconds.max(1e-9),
                 tokens_per_forward: (t.tokens + t.eos_stops) as f64
                     / t.stats.target_forwards.max(1) as f64,

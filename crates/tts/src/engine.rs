@@ -23,6 +23,11 @@ pub enum EngineKind {
     #[serde(rename = "native-bf16")]
     #[cfg_attr(feature = "clap", value(name = "native-bf16"))]
     NativeBf16,
+    /// voxspec-engine with int8 linear weights, one scale per output column (a quarter of the
+    /// bytes per step; f32 activations and arithmetic).
+    #[serde(rename = "native-int8")]
+    #[cfg_attr(feature = "clap", value(name = "native-int8"))]
+    NativeInt8,
 }
 
 impl EngineKind {
@@ -32,6 +37,7 @@ impl EngineKind {
             EngineKind::Burn => None,
             EngineKind::Native => Some(WeightFormat::F32),
             EngineKind::NativeBf16 => Some(WeightFormat::Bf16),
+            EngineKind::NativeInt8 => Some(WeightFormat::Int8),
         }
     }
 }

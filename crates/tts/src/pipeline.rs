@@ -96,8 +96,9 @@ pub struct Pipeline {
     pub lm: ArEngine,
     /// The NAR model (code layers 2..N).
     pub nar: NarModel,
-    /// The NAR model on the native engine (with [`EngineKind::Native`] or
-    /// [`EngineKind::NativeBf16`]): what fills the code layers then.
+    /// The NAR model on the native engine (with [`EngineKind::Native`],
+    /// [`EngineKind::NativeBf16`] or [`EngineKind::NativeInt8`]): what fills the code layers
+    /// then.
     pub nar_engine: Option<NativeNar>,
     /// The codec whose decoder turns codes into a waveform.
     pub codec: SpeechTokenizer,

@@ -22,7 +22,12 @@ fn a_batch_equals_its_requests_alone() {
         ("The cat sat on the mat.", 11),
         ("A longer sentence with rather more words in it.", 5),
     ];
-    for engine in [EngineKind::Native, EngineKind::NativeBf16, EngineKind::Burn] {
+    for engine in [
+        EngineKind::Native,
+        EngineKind::NativeBf16,
+        EngineKind::NativeInt8,
+        EngineKind::Burn,
+    ] {
         paths.engine = engine;
         let pipeline = Pipeline::load(&paths, &device).unwrap();
         let items: Vec<SpeechItem> = sentences

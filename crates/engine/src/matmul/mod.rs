@@ -23,10 +23,12 @@
 //! (3 rows × 4 ymm), and a portable one the compiler vectorises; each is tested against the
 //! portable one.
 //!
-//! Weights are stored in f32 or bf16 ([`WeightFormat`]; the [`bf16`] module): bf16 halves the
-//! bytes a product reads, its kernels widen the weights to f32 in registers.
+//! Weights are stored in f32, bf16 or int8 ([`WeightFormat`]; the [`bf16`] and `int8`
+//! modules): bf16 halves the bytes a product reads, int8 (weight-only, one scale per output
+//! column) quarters them; their kernels widen the weights to f32 in registers.
 
 pub mod bf16;
+mod int8;
 
 use std::fmt;
 use std::str::FromStr;
@@ -35,6 +37,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 
 use self::bf16::Bf16Row;
+use self::int8::Int8Weights;
 use crate::error::{EngineError, Result};
 
 /// Columns per packed panel.
@@ -307,17 +310,22 @@ pub enum WeightFormat {
     /// 2 bytes per weight: bfloat16, rounded to nearest even at load; the products widen
     /// them to f32 and accumulate in f32.
     Bf16,
+    /// 1 byte per weight: symmetric int8 with one f32 scale per output column
+    /// (`max |w| / 127`), quantized at load; the products widen the weights to f32, accumulate
+    /// in f32 and scale each output once. Activations stay f32 (weight-only).
+    Int8,
 }
 
 impl WeightFormat {
     /// Every format, f32 first.
-    pub const ALL: [WeightFormat; 2] = [WeightFormat::F32, WeightFormat::Bf16];
+    pub const ALL: [WeightFormat; 3] = [WeightFormat::F32, WeightFormat::Bf16, WeightFormat::Int8];
 
     /// Bytes per stored weight.
     pub fn bytes_per_weight(self) -> usize {
         match self {
             WeightFormat::F32 => 4,
             WeightFormat::Bf16 => 2,
+            WeightFormat::Int8 => 1,
         }
     }
 
@@ -326,6 +334,7 @@ impl WeightFormat {
         match self {
             WeightFormat::F32 => "f32",
             WeightFormat::Bf16 => "bf16",
+            WeightFormat::Int8 => "int8",
         }
     }
 }
@@ -353,6 +362,8 @@ enum PackedWeights {
     F32(Vec<f32>),
     /// One [`Bf16Row`] (a cache line) per panel row.
     Bf16(Vec<Bf16Row>),
+    /// One 32-byte row per panel row and one scale per column.
+    Int8(Int8Weights),
 }
 
 /// A linear layer `[K] → [N]` with its weight packed in column panels (see the module doc).
@@ -411,20 +422,28 @@ impl PackedLinear {
         match self.w {
             PackedWeights::F32(_) => WeightFormat::F32,
             PackedWeights::Bf16(_) => WeightFormat::Bf16,
+            PackedWeights::Int8(_) => WeightFormat::Int8,
         }
     }
 
     /// The layer with its weight stored as `format` (the bias stays f32). f32 → bf16 rounds
-    /// each weight to nearest even; bf16 → f32 is exact (the rounded values).
+    /// each weight to nearest even, f32 → int8 quantizes each column; back to f32 is exact
+    /// (the rounded values); bf16 ↔ int8 goes through f32.
     pub fn into_format(self, format: WeightFormat) -> Self {
-        let w = match (self.w, format) {
-            (PackedWeights::F32(w), WeightFormat::Bf16) => {
-                PackedWeights::Bf16(w.chunks_exact(NR).map(bf16::pack_row).collect())
+        if self.format() == format {
+            return self;
+        }
+        let f32_weights = match self.w {
+            PackedWeights::F32(w) => w,
+            PackedWeights::Bf16(w) => w.iter().flat_map(bf16::unpack_row).collect(),
+            PackedWeights::Int8(w) => int8::dequantize(&w, self.k),
+        };
+        let w = match format {
+            WeightFormat::F32 => PackedWeights::F32(f32_weights),
+            WeightFormat::Bf16 => {
+                PackedWeights::Bf16(f32_weights.chunks_exact(NR).map(bf16::pack_row).collect())
             }
-            (PackedWeights::Bf16(w), WeightFormat::F32) => {
-                PackedWeights::F32(w.iter().flat_map(bf16::unpack_row).collect())
-            }
-            (w, _) => w,
+            WeightFormat::Int8 => PackedWeights::Int8(int8::quantize(&f32_weights, self.k)),
         };
         Self { w, ..self }
     }
@@ -444,10 +463,16 @@ impl PackedLinear {
         self.k * self.n + self.bias.as_ref().map_or(0, Vec::len)
     }
 
-    /// Bytes of weights read per product (the weight in its format, the f32 bias).
+    /// Bytes of weights read per product (the weight in its format, the f32 bias and, for
+    /// int8, the f32 column scales).
     pub fn weight_bytes(&self) -> usize {
+        let scales = match self.w {
+            PackedWeights::Int8(_) => 4 * self.n,
+            _ => 0,
+        };
         self.format().bytes_per_weight() * self.k * self.n
             + 4 * self.bias.as_ref().map_or(0, Vec::len)
+            + scales
     }
 
     /// `y = x · W + b` with the best kernel of this CPU.
@@ -529,6 +554,16 @@ impl PackedLinear {
                 PackedWeights::Bf16(w) => {
                     let w = &w[p * self.k..(p + 1) * self.k];
                     kernel.run_bf16(rows, x, self.k, w, &mut acc);
+                }
+                PackedWeights::Int8(w) => {
+                    let q = &w.rows[p * self.k..(p + 1) * self.k];
+                    kernel.run_int8(rows, x, self.k, q, &mut acc);
+                    let scales = &w.scales[p * NR..(p + 1) * NR];
+                    for acc_r in acc.iter_mut().take(rows) {
+                        for (a, &s) in acc_r.iter_mut().zip(scales) {
+                            *a *= s;
+                        }
+                    }
                 }
             }
             for (r, acc_r) in acc.iter().take(rows).enumerate() {
