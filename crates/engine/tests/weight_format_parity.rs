@@ -374,7 +374,7 @@ fn reduced_nar_logits_and_codes_follow_f32() {
             let want = f32e.stage_logits(&text, &codes, 5, stage).expect("f32");
             let got = other
                 .stage_logits(&text, &codes, 5, stage)
-                .expect(format.name());
+                .expect("reduced engine");
             let worst = want
                 .iter()
                 .zip(&got)
@@ -391,7 +391,9 @@ fn reduced_nar_logits_and_codes_follow_f32() {
         let prompt: Vec<Vec<u32>> = codes.iter().map(|c| c[..5].to_vec()).collect();
         let first = &codes[0][5..];
         assert_eq!(
-            other.generate(&text, &prompt, first).expect(format.name()),
+            other
+                .generate(&text, &prompt, first)
+                .expect("reduced engine"),
             f32e.generate(&text, &prompt, first).expect("f32"),
             "{format}"
         );
