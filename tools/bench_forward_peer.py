@@ -10,7 +10,8 @@ measured side by side on the same machine:
         --peer peer-base.json
 
 Model: transformers' LlamaForCausalLM with random weights, the architecture of voxspec's AR
-model (RMSNorm, rotary positions, SwiGLU of width d_ff, no biases), in float32, eval mode,
+model (RMSNorm, rotary positions, SwiGLU of width d_ff, no biases), in float32 (or bfloat16
+with `--dtype bfloat16`: weights and activations, the peer of `--weights bf16`), eval mode,
 without gradients. Measured, as voxspec does:
 - forward: the median time of one cached forward over k new tokens (k = 1..max_k) after a
   `context`-token prompt; the cache is cropped back to the prompt after each;
@@ -48,6 +49,8 @@ def main() -> int:
     ap.add_argument("--repeat-generate", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="parameter and activation type")
     ap.add_argument("--out", default="peer-forward.json")
     args = ap.parse_args()
 
@@ -80,7 +83,8 @@ def main() -> int:
         mlp_bias=False,
     )
     device = torch.device(args.device)
-    model = LlamaForCausalLM(config).eval().to(device)
+    dtype = getattr(torch, args.dtype)
+    model = LlamaForCausalLM(config).eval().to(device=device, dtype=dtype)
     params = sum(p.numel() for p in model.parameters())
     prompt = torch.randint(0, vocab, (1, args.context)).to(device)
 
@@ -128,7 +132,8 @@ def main() -> int:
             many = generate(args.generate + 1)
             per_token.append((many - one) / args.generate)
     report = {
-        "framework": f"pytorch {torch.__version__} + transformers {transformers.__version__}",
+        "framework": f"pytorch {torch.__version__} + transformers {transformers.__version__}"
+        + ("" if args.dtype == "float32" else f" ({args.dtype})"),
         "config": {
             "layers": layers,
             "d_model": d,
@@ -138,7 +143,7 @@ def main() -> int:
             "vocab": vocab,
             "threads": args.threads,
             "device": str(device),
-            "dtype": "float32",
+            "dtype": args.dtype,
         },
         "parameters": params,
         "forward": forward,

@@ -120,6 +120,19 @@
 //! relative to Σ|x·w| 2.9e-4 against 2.0e-4). The decode step is bandwidth-bound at small k, so
 //! the widening kernels ship; VDPBF16PS is the way to cheaper large-k (verification) steps.
 //!
+//! ## int8 weights
+//!
+//! Measured on another machine than the tables above (2 vCPUs of an Intel Xeon with AVX-512,
+//! AVX512-BF16 and AMX; idle; 17.7 GB/s read at the start of the run): `voxspec bench forward
+//! --preset base --engine native --weights f32,bf16,int8 --generate 32`, ms per step at k = 1 /
+//! 8 and greedy ms per token: f32 45.4 / 51.2, 46.1; bf16 23.7 / 33.0, 25.3; int8 15.6 / 32.7,
+//! 16.0. int8 reads 203 MB per step and runs at 1.36x its floor at k = 1: widening (two
+//! sign-extensions and two conversions per 32 weights) is cheap but not free, and at k = 8 the
+//! step is arithmetic-bound like the others. On the main job's model (20.7 / 10.4 / 5.3 MB per
+//! step), k = 1 / 8: f32 0.880 / 1.476, bf16 0.513 / 1.272, int8 0.369 / 1.385 ms. A second
+//! thread for the small products at k ≥ 2 (lowering [`matmul`]'s work threshold to 512 Ki
+//! multiply-adds) measured no faster on this machine and was not kept.
+//!
 //! ## The multi-stream LM
 //!
 //! [`NativeMultiStream`] on the trained aligned multi-stream model `exp/ms/e1h4` (4 streams of
