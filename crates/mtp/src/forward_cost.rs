@@ -222,7 +222,8 @@ impl<M: LanguageModel> LanguageModel for PrefillTimed<'_, M> {
 /// (end of speech masked until then) after a `context`-token prompt, prefill excluded, over
 /// `repeat` timed runs after one warm-up: the decoding speed of a real decoder (AR, MTP with
 /// Viterbi, speculative) on a model of this shape, whatever its weights. Sampling as
-/// `sampler` says.
+/// `sampler` says. An aligned model's prompt is 8 text tokens whose durations cover the
+/// tokens asked for, so it decodes after those 8 positions, not after `context`.
 ///
 /// # Errors
 /// [`InferError::InvalidSetting`] for a zero `tokens` or `repeat`; the decoder's and the
