@@ -40,8 +40,9 @@ pub struct DecodeBenchArgs {
     /// MTP head counts k (k = 1 is the AR baseline).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     heads: Vec<usize>,
-    /// Viterbi candidates per head (one row per value and k ≥ 2); empty: no Viterbi rows.
-    #[arg(long, value_delimiter = ',', default_value = "3,5,9,15")]
+    /// Viterbi candidates per head (one row per value and k ≥ 2); `--top-k` with no value: no
+    /// Viterbi rows.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "3,5,9,15")]
     top_k: Vec<usize>,
     /// Draft model (`voxspec train draft`): adds speculative rows (exact, SSD, PCG).
     #[arg(long, value_name = "DIR")]

@@ -312,6 +312,9 @@ fn synthesize_and_bench_every_decoder() {
         assert!((0.0..=1.0).contains(&finite(r, "forced_choice")), "{r}");
         finite(r, "nll");
         assert_eq!(r["utterances"], 2);
+        // Model and decoder time are disjoint parts of the TPT.
+        let parts = finite(r, "model_ms_per_token") + finite(r, "decoder_ms_per_token");
+        assert!(parts > 0.0 && parts <= finite(r, "tpt_ms") * 1.0001, "{r}");
     }
     assert_eq!(rows[0]["speedup"], 1.0);
     assert_eq!(rows[0]["tokens_per_forward"], 1.0);
@@ -330,6 +333,18 @@ fn synthesize_and_bench_every_decoder() {
     let costs = report["forward_cost"].as_array().unwrap();
     assert_eq!(costs.len(), 4);
     assert_eq!(costs[0]["relative_to_k1"], 1.0);
+
+    // `--top-k` with no value: MTP rows without Viterbi.
+    let args = bench(&["--heads", "1,2", "--top-k", "--temperature", "0"]);
+    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let report = read_json(&out.join("bench-decode.json"));
+    let labels: Vec<&str> = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["ar", "mtp k=2"]);
 
     // Bad benchmark settings.
     for (extra, needle) in [
