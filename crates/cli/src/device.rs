@@ -2,9 +2,8 @@
 //!
 //! `cpu` (the default) is Burn's flex backend. `wgpu` or `wgpu:N` is a GPU through Burn's wgpu
 //! backend (Vulkan on Linux and Windows, Metal on macOS; WGSL shaders), in binaries built with
-//! the `gpu` feature (on by default; `--no-default-features` leaves it out): `wgpu:N` is the
-//! N-th adapter of [`wgpu_adapters`] (discrete GPUs first, software rasterizers such as Mesa's
-//! lavapipe last),
+//! the `gpu` feature (`cargo build --release --features gpu`): `wgpu:N` is the N-th adapter of
+//! [`wgpu_adapters`] (discrete GPUs first, software rasterizers such as Mesa's lavapipe last),
 //! `wgpu` is `wgpu:0`. `cuda` or `cuda:N` is a CUDA GPU, in binaries built with the `cuda`
 //! feature. A comma-separated list (`wgpu:0,wgpu:1`) trains data-parallel in
 //! `train mtp | nar | ctc`; every other command computes on one device. Entries may repeat:

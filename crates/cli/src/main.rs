@@ -50,7 +50,7 @@ struct Cli {
     #[arg(long, global = true, value_name = "N")]
     threads: Option<usize>,
     /// Device to compute on: cpu; wgpu:N, the N-th GPU adapter (discrete GPUs first; wgpu =
-    /// wgpu:0) through Vulkan, Metal or DX12 (the `gpu` feature, on by default); cuda or
+    /// wgpu:0) through Vulkan, Metal or DX12 (needs a build with `--features gpu`); cuda or
     /// cuda:N (`--features cuda`).
     /// `train mtp | nar | ctc` take a comma-separated list to train data-parallel, e.g.
     /// wgpu:0,wgpu:1.

@@ -1,12 +1,11 @@
-//! The GPU path on a Vulkan device (`--features gpu-tests`; CI runs it on Mesa's lavapipe):
-//! training steps, cached decoding and greedy decoders on `wgpu` give the CPU's results, and the
-//! binary takes `--device wgpu` and refuses an adapter it does not have with one message.
+//! The GPU path on a Vulkan device (`--features gpu`; CI runs it on Mesa's lavapipe): training
+//! steps, cached decoding and greedy decoders on `wgpu` give the CPU's results, and the binary
+//! takes `--device wgpu` and refuses an adapter it does not have with one message.
 //!
-//! Run with `cargo test --release -p voxspec-cli --features gpu-tests --test gpu_vulkan` on a
-//! machine with a Vulkan driver (lavapipe: `apt-get install mesa-vulkan-drivers`, and
-//! XDG_RUNTIME_DIR set). Each test prints its largest CPU/GPU difference (`-- --nocapture`
-//! shows them).
-#![cfg(feature = "gpu-tests")]
+//! Run with `cargo test --release -p voxspec-cli --features gpu --test gpu_vulkan` on a machine
+//! with a Vulkan driver (lavapipe: `apt-get install mesa-vulkan-drivers`, and XDG_RUNTIME_DIR
+//! set). Each test prints its largest CPU/GPU difference (`-- --nocapture` shows them).
+#![cfg(feature = "gpu")]
 
 mod common;
 
