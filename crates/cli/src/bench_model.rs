@@ -740,26 +740,19 @@ fn time_decoders<M: LanguageModel<Prompt = TtsPrompt>>(
 ) -> anyhow::Result<Vec<(String, f64)>> {
     let greedy = SamplerConfig::greedy();
     let repeat = args.repeat.clamp(1, 5);
+    let (context, tokens) = (args.context, args.generate);
     let ar = decode_ms_per_token(
         model,
         &mut ArDecoder::new(),
         aligned,
-        args.context,
-        args.generate,
+        context,
+        tokens,
         repeat,
         &greedy,
     )?;
     let mut mtp =
         MtpDecoder::with_viterbi(args.mtp_heads, ViterbiConfig::new(3), transitions.clone())?;
-    let ms = decode_ms_per_token(
-        model,
-        &mut mtp,
-        aligned,
-        args.context,
-        args.generate,
-        repeat,
-        &greedy,
-    )?;
+    let ms = decode_ms_per_token(model, &mut mtp, aligned, context, tokens, repeat, &greedy)?;
     Ok(vec![
         ("ar".into(), ar),
         (format!("mtp+viterbi k={} top_k=3", args.mtp_heads), ms),

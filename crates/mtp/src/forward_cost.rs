@@ -55,19 +55,21 @@ pub fn forward_costs<M: LanguageModel<Prompt = TtsPrompt>>(
 
 /// A cache holding a `context`-token prompt (8 text tokens and codes) with room for `extra`
 /// more positions, and its length.
-fn prefilled<M: LanguageModel<Prompt = TtsPrompt>>(
+/// The prompt of the timing helpers and the filler codes of a `context`-token context. An
+/// aligned model continues no acoustic prompt: its prompt is 8 phones whose durations cover
+/// `context + extra` positions, and the filler is fed after it as one block; a plain model
+/// takes the filler as its acoustic prompt.
+fn bench_prompt<M: LanguageModel<Prompt = TtsPrompt>>(
     model: &M,
     aligned: bool,
     context: usize,
     extra: usize,
-) -> Result<(M::Cache, usize)> {
+) -> (TtsPrompt, Vec<u32>) {
     // The codes: every output but EOS.
     let codebook = model.vocab_size() as u32 - 1;
     let filler: Vec<u32> = (0..context.saturating_sub(9) as u32)
         .map(|i| i % codebook)
         .collect();
-    // An aligned model continues no acoustic prompt: its context is 8 phones whose durations
-    // cover every position, prefilled, then the codes as one block.
     let prompt = if aligned {
         let per = (context + extra + 16).div_ceil(8) as u32;
         TtsPrompt {
@@ -78,6 +80,16 @@ fn prefilled<M: LanguageModel<Prompt = TtsPrompt>>(
     } else {
         TtsPrompt::new(vec![1; 8], filler.clone())
     };
+    (prompt, filler)
+}
+
+fn prefilled<M: LanguageModel<Prompt = TtsPrompt>>(
+    model: &M,
+    aligned: bool,
+    context: usize,
+    extra: usize,
+) -> Result<(M::Cache, usize)> {
+    let (prompt, filler) = bench_prompt(model, aligned, context, extra);
     let mut cache = model.new_cache(1, context + extra + 8)?;
     model.prefill(
         &mut cache,
@@ -248,20 +260,7 @@ where
             expected: "at least 1 each".into(),
         });
     }
-    let codebook = model.vocab_size() as u32 - 1;
-    let prompt = if aligned {
-        let per = (context + tokens + 16).div_ceil(8) as u32;
-        TtsPrompt {
-            text: vec![1; 8],
-            codes: Vec::new(),
-            durations: Some(vec![per; 8]),
-        }
-    } else {
-        let filler: Vec<u32> = (0..context.saturating_sub(9) as u32)
-            .map(|i| i % codebook)
-            .collect();
-        TtsPrompt::new(vec![1; 8], filler)
-    };
+    let (prompt, _) = bench_prompt(model, aligned, context, tokens);
     let request = voxspec_infer::Request {
         prompt,
         limits: voxspec_infer::Limits {
