@@ -547,7 +547,14 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
             model.n_heads()
         );
     }
-    let transitions = std::sync::Arc::new(random_transitions(config.codebook_size)?);
+    // Only the decoder timing (`--mtp-heads`) needs them.
+    let transitions = if args.mtp_heads > 0 {
+        Some(std::sync::Arc::new(random_transitions(
+            config.codebook_size,
+        )?))
+    } else {
+        None
+    };
     let mut decoders = Vec::new();
     let mut push_decoders = |kind: EngineKind, format: WeightFormat, rows: Vec<(String, f64)>| {
         let ar = rows.first().map_or(f64::NAN, |r| r.1);
@@ -578,8 +585,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                     )?;
                     push_greedy(kind, WeightFormat::F32, ms);
                 }
-                if args.mtp_heads > 0 {
-                    let rows = time_decoders(&model, aligned, &args, &transitions)?;
+                if let Some(transitions) = &transitions {
+                    let rows = time_decoders(&model, aligned, &args, transitions)?;
                     push_decoders(kind, WeightFormat::F32, rows);
                 }
             }
@@ -603,8 +610,8 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
                         )?;
                         push_greedy(kind, format, ms);
                     }
-                    if args.mtp_heads > 0 {
-                        let rows = time_decoders(engine, aligned, &args, &transitions)?;
+                    if let Some(transitions) = &transitions {
+                        let rows = time_decoders(engine, aligned, &args, transitions)?;
                         push_decoders(kind, format, rows);
                     }
                 }
