@@ -47,8 +47,8 @@ pub enum EngineError {
         /// What differs.
         detail: String,
     },
-    /// A weight format name that is not `f32` or `bf16`.
-    #[error("unknown weight format {name:?} (expected f32 or bf16)")]
+    /// A weight format name that is not `f32`, `bf16` or `int8`.
+    #[error("unknown weight format {name:?} (expected f32, bf16 or int8)")]
     UnknownWeightFormat {
         /// The name given.
         name: String,
