@@ -15,6 +15,7 @@
 use rayon::prelude::*;
 
 use crate::matmul::{Kernel, NR};
+use crate::vmath::softmax_scaled;
 
 /// Work (query · key pairs × head width) below which the heads run on one thread.
 const PARALLEL_MIN_WORK: usize = 1 << 20;
@@ -24,25 +25,6 @@ const PARALLEL_MIN_WORK: usize = 1 << 20;
 const QUERY_TILE: usize = 16;
 /// Most rows a matmul micro-kernel holds ([`Kernel::max_rows`] of every kernel is at most 8).
 const MAX_TILE_ROWS: usize = 8;
-
-/// `s ← softmax(s · scale)` in place: scaled after the dot products, the row maximum
-/// subtracted, normalised before use (as `voxspec-nn`'s attention computes it).
-#[inline(always)]
-fn softmax_scaled(s: &mut [f32], scale: f32) {
-    let mut max = f32::NEG_INFINITY;
-    for sj in s.iter_mut() {
-        *sj *= scale;
-        max = max.max(*sj);
-    }
-    let mut sum = 0.0f32;
-    for sj in s.iter_mut() {
-        *sj = (*sj - max).exp();
-        sum += *sj;
-    }
-    for sj in s.iter_mut() {
-        *sj /= sum;
-    }
-}
 
 /// One head of [`attend`]: `new` queries (rows of stride `q_stride`) over the keys `kt`
 /// (`[head_dim, capacity]`, transposed) and values `vh` (`[keys, head_dim]`), into `ctx`
@@ -112,32 +94,6 @@ fn attend_head_body(
     }
 }
 
-/// [`attend_head_body`] compiled for AVX-512F.
-///
-/// # Safety
-/// The CPU must support AVX-512F.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-unsafe fn attend_head_avx512(
-    q: &[f32],
-    q_stride: usize,
-    kt: &[f32],
-    capacity: usize,
-    vh: &[f32],
-    hd: usize,
-    start: usize,
-    new: usize,
-    causal: bool,
-    scale: f32,
-    scores: &mut [f32],
-    ctx: &mut [f32],
-) {
-    attend_head_body(
-        q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
-    );
-}
-
 /// [`attend_head_body`] compiled for AVX2.
 ///
 /// # Safety
@@ -185,13 +141,21 @@ fn attend_head(
         return;
     }
     match Kernel::detect() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
-        Kernel::Avx512 => unsafe {
-            attend_head_avx512(
-                q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
-            )
-        },
+        Kernel::Avx512 => attend_head_strided(
+            Kernel::Avx512,
+            q,
+            q_stride,
+            kt,
+            capacity,
+            vh,
+            hd,
+            start,
+            new,
+            causal,
+            scale,
+            scores,
+            ctx,
+        ),
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx2` is detected only on CPUs with AVX2.
         Kernel::Avx2 => unsafe {
@@ -202,6 +166,66 @@ fn attend_head(
         _ => attend_head_body(
             q, q_stride, kt, capacity, vh, hd, start, new, causal, scale, scores, ctx,
         ),
+    }
+}
+
+/// One head as two register-blocked products over the cache as it lies (see
+/// `matmul/strided.rs`), eight queries at a time: their scores against the keys they can see
+/// (`q · kᵀ`, 32 keys per block, the block's keys in registers for all head dimensions), the
+/// softmax of each row with the keys past its own position set to 0, then `ctx = p · v` (32
+/// head dimensions per block). The axpy body above loads and stores every score once per head
+/// dimension; this one once.
+#[allow(clippy::too_many_arguments)]
+fn attend_head_strided(
+    kernel: Kernel,
+    q: &[f32],
+    q_stride: usize,
+    kt: &[f32],
+    capacity: usize,
+    vh: &[f32],
+    hd: usize,
+    start: usize,
+    new: usize,
+    causal: bool,
+    scale: f32,
+    scores: &mut [f32],
+    ctx: &mut [f32],
+) {
+    let keys = start + new;
+    let mut acc = [[0.0f32; NR]; MAX_TILE_ROWS];
+    for t0 in (0..new).step_by(MAX_TILE_ROWS) {
+        let rows = MAX_TILE_ROWS.min(new - t0);
+        // Keys the chunk reads: up to its last query's position (causal) or all.
+        let seen = if causal { start + t0 + rows } else { keys };
+        let scores = &mut scores[..rows * seen];
+        for j0 in (0..seen).step_by(NR) {
+            let width = NR.min(seen - j0);
+            kernel.run_strided(
+                rows,
+                &q[t0 * q_stride..],
+                q_stride,
+                hd,
+                &kt[j0..],
+                capacity,
+                width,
+                &mut acc,
+            );
+            for (i, a) in acc[..rows].iter().enumerate() {
+                scores[i * seen + j0..i * seen + j0 + width].copy_from_slice(&a[..width]);
+            }
+        }
+        for (i, row) in scores.chunks_exact_mut(seen).enumerate() {
+            let visible = if causal { start + t0 + i + 1 } else { keys };
+            softmax_scaled(&mut row[..visible], scale);
+            row[visible..].fill(0.0);
+        }
+        for c0 in (0..hd).step_by(NR) {
+            let width = NR.min(hd - c0);
+            kernel.run_strided(rows, scores, seen, seen, &vh[c0..], hd, width, &mut acc);
+            for (i, a) in acc[..rows].iter().enumerate() {
+                ctx[(t0 + i) * hd + c0..(t0 + i) * hd + c0 + width].copy_from_slice(&a[..width]);
+            }
+        }
     }
 }
 
@@ -422,7 +446,14 @@ mod tests {
         };
         let k: Vec<f32> = (0..heads * hd * capacity).map(|_| draw()).collect();
         let v: Vec<f32> = (0..heads * capacity * hd).map(|_| draw()).collect();
-        for (start, new, causal) in [(5usize, 40usize, true), (0, 37, false), (3, 17, true)] {
+        for (start, new, causal) in [
+            (5usize, 40usize, true),
+            (0, 37, false),
+            (3, 17, true),
+            (0, 9, false),
+            (50, 1, true),
+            (45, 8, true),
+        ] {
             let layout = HeadLayout {
                 heads,
                 head_dim: hd,
@@ -477,6 +508,68 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The register-blocked head (each kernel, the portable one included) against the axpy
+    /// body, per head, on decoding-sized blocks past a long cache and on a ragged width.
+    #[test]
+    fn strided_heads_equal_the_axpy_body() {
+        let mut state = 3u64;
+        let mut draw = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        for (hd, capacity, start, new, causal) in [
+            (64usize, 260usize, 200usize, 1usize, true),
+            (64, 260, 200, 8, true),
+            (16, 100, 31, 13, true),
+            (40, 70, 0, 11, false),
+        ] {
+            let kt: Vec<f32> = (0..hd * capacity).map(|_| draw()).collect();
+            let v: Vec<f32> = (0..capacity * hd).map(|_| draw()).collect();
+            let q_stride = 3 * hd;
+            let q: Vec<f32> = (0..new * q_stride).map(|_| draw()).collect();
+            let keys = start + new;
+            let scale = 0.3;
+            let mut scores = vec![0.0; new * keys];
+            let mut want = vec![0.0; new * hd];
+            attend_head_body(
+                &q,
+                q_stride,
+                &kt,
+                capacity,
+                &v[..keys * hd],
+                hd,
+                start,
+                new,
+                causal,
+                scale,
+                &mut scores,
+                &mut want,
+            );
+            for kernel in Kernel::available() {
+                let mut got = vec![f32::NAN; new * hd];
+                attend_head_strided(
+                    kernel,
+                    &q,
+                    q_stride,
+                    &kt,
+                    capacity,
+                    &v[..keys * hd],
+                    hd,
+                    start,
+                    new,
+                    causal,
+                    scale,
+                    &mut scores,
+                    &mut got,
+                );
+                let d = crate::matmul::tests::max_diff(&got, &want);
+                assert!(d < 1e-5, "{kernel:?} hd {hd} start {start} new {new}: {d}");
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Row-wise operations of the transformer, each computed the way `voxspec-nn` (Burn) computes
 //! it so the engine matches it to rounding: RMSNorm and LayerNorm over the last axis, rotary
-//! positions in the half-split layout, SwiGLU and GELU (erf form), SiLU.
+//! positions in the half-split layout, GELU (erf form); SiLU and SwiGLU live in [`crate::vmath`].
 
 /// Parameters of one normalisation layer.
 #[derive(Debug, Clone)]
@@ -55,30 +55,12 @@ impl NormWeights {
     }
 }
 
-/// `x · sigmoid(x)`.
-#[inline]
-pub fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
-}
+pub use crate::vmath::{silu, swiglu};
 
 /// GELU, erf form: `x · (1 + erf(x / √2)) / 2`.
 #[inline]
 pub fn gelu(x: f32) -> f32 {
     x * (1.0 + libm::erff(x / std::f32::consts::SQRT_2)) / 2.0
-}
-
-/// SwiGLU on a `[rows, 2·ff]` buffer holding `[gate | up]` per row: `out = silu(gate) · up`.
-///
-/// # Shapes
-/// - `gate_up`: `[rows, 2·ff]`
-/// - `out`: `[rows, ff]`
-pub fn swiglu(gate_up: &[f32], ff: usize, out: &mut [f32]) {
-    for (gu, o) in gate_up.chunks_exact(2 * ff).zip(out.chunks_exact_mut(ff)) {
-        let (g, u) = gu.split_at(ff);
-        for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
-            *o = silu(g) * u;
-        }
-    }
 }
 
 /// Rotary tables as `voxspec-nn` builds them: `cos[p, i] = cos(p·θ_i)` for both halves,

@@ -29,6 +29,7 @@
 
 pub mod bf16;
 mod int8;
+mod strided;
 
 use std::fmt;
 use std::str::FromStr;
@@ -586,7 +587,7 @@ impl PackedLinear {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(super) fn values(len: usize, seed: u32) -> Vec<f32> {
@@ -624,7 +625,7 @@ pub(super) mod tests {
         y.into_iter().map(|v| v as f32).collect()
     }
 
-    pub(super) fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    pub(crate) fn max_diff(a: &[f32], b: &[f32]) -> f32 {
         a.iter()
             .zip(b)
             .map(|(x, y)| (x - y).abs())
