@@ -138,6 +138,32 @@
 //! thread for the small products at k ≥ 2 (lowering [`matmul`]'s work threshold to 512 Ki
 //! multiply-adds) measured no faster on this machine and was not kept.
 //!
+//! ## Attention over the cache, and `exp`
+//!
+//! A profile of the main job's model at k = 8 (bf16, `perf record` over `bench forward
+//! --max-k 8`) found attention at 25 % of the step and libm's `expf` at 7 %: the causal path
+//! ran one axpy per head dimension over the scores (each score loaded and stored 64 times per
+//! head), and the softmax and SwiGLU called `expf` once per value. Attention now runs as two
+//! register-blocked products straight over the cache ([`attention`], `matmul/strided.rs`: 8
+//! queries × 32 keys in zmm accumulators for all head dimensions, then `p · v`, masked loads
+//! at the ragged edges), and [`vmath::exp`] is a branch-free polynomial the compiler
+//! vectorises (relative error < 3e-7). After it the same profile shows the strided products
+//! at 12 %, the softmax at 2.6 % and SwiGLU at 1.7 %. `bench forward --model exp/minitts/ar`,
+//! two interleaved pairs of runs (before → after, ms per step at k = 8): bf16 2.54 / 2.73 →
+//! 1.24 / 1.32, int8 2.47 / 1.60 → 1.40 / 1.70, f32 4.03 / 3.57 → 3.81 / 3.28 (f32 reads its
+//! 20.7 MB from memory on that machine, so attention weighed less).
+//!
+//! What the 8-token step costs now is the products' arithmetic on one core: 256 × 1024 at
+//! M = 8 from L3 runs at about 62 GFLOP/s on one thread whichever the weight format. Two
+//! instructions that do more multiply-adds per instruction were measured on one thread
+//! (`examples/dpbf16.rs`, `examples/vnni.rs`, 256 × 1024, 4 matrices in L3, µs per product):
+//! VDPBF16PS was slower than widening bf16 here (above); VPDPBUSD on int8 activations and
+//! weights (activations quantized per row, +128 for the unsigned operand, a column-sum
+//! correction) took 11 / 14 / 21 / 42 µs at M = 1 / 2 / 4 / 8 against the int8 widening
+//! kernel's 17 / 22 / 35 / 64, 1.5x, with a larger error (2.0e-3 against 1.3e-3 of Σ|x·w|).
+//! Neither was adopted: 1.5x on the products would not make int8's MTP step 3x cheaper than
+//! its AR step, and quantizing activations changes what the int8 format computes.
+//!
 //! ## The multi-stream LM
 //!
 //! [`NativeMultiStream`] on the trained aligned multi-stream model `exp/ms/e1h4` (4 streams of
