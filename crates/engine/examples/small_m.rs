@@ -5,40 +5,10 @@
 //!
 //! `cargo run --release -p voxspec-engine --example small_m [-- --no-gemm]`
 
-use std::time::Instant;
+mod common;
 
+use common::{median_time as time, values};
 use voxspec_engine::{Kernel, PackedLinear, WeightFormat};
-
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-    (0..len)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        })
-        .collect()
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Median seconds of one pass of `f` over all matrices.
-fn time(reps: usize, mut f: impl FnMut()) -> f64 {
-    f();
-    median(
-        (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect(),
-    )
-}
 
 fn main() {
     let threads = rayon::current_num_threads();

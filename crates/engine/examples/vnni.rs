@@ -7,6 +7,9 @@
 //!
 //! `cargo run --release -p voxspec-engine --example vnni`
 
+#[cfg(target_arch = "x86_64")]
+mod common;
+
 fn main() {
     #[cfg(target_arch = "x86_64")]
     x86::main();
@@ -16,23 +19,11 @@ fn main() {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use std::time::Instant;
-
     use voxspec_engine::{Kernel, PackedLinear, WeightFormat};
 
-    const NR: usize = 32;
+    use crate::common::{median_time, values};
 
-    fn values(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
-        (0..len)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-            })
-            .collect()
-    }
+    const NR: usize = 32;
 
     /// `[panels][K/4][NR columns][4]` int8 weights, one scale and one column sum per column.
     struct QuadPacked {
@@ -168,19 +159,6 @@ mod x86 {
                 _mm512_storeu_si512(out[r].as_mut_ptr().add(16) as *mut __m512i, s1);
             }
         }
-    }
-
-    fn median_time(reps: usize, mut f: impl FnMut()) -> f64 {
-        f();
-        let mut v: Vec<f64> = (0..reps)
-            .map(|_| {
-                let t = Instant::now();
-                f();
-                t.elapsed().as_secs_f64()
-            })
-            .collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
     }
 
     pub fn main() {

@@ -160,9 +160,11 @@
 //! VDPBF16PS was slower than widening bf16 here (above); VPDPBUSD on int8 activations and
 //! weights (activations quantized per row, +128 for the unsigned operand, a column-sum
 //! correction) took 11 / 14 / 21 / 42 µs at M = 1 / 2 / 4 / 8 against the int8 widening
-//! kernel's 17 / 22 / 35 / 64, 1.5x, with a larger error (2.0e-3 against 1.3e-3 of Σ|x·w|).
-//! Neither was adopted: 1.5x on the products would not make int8's MTP step 3x cheaper than
-//! its AR step, and quantizing activations changes what the int8 format computes.
+//! kernel's 17 / 22 / 35 / 64, 1.5x (a second run, on the then idle machine: 6 / 9 / 14 / 24
+//! against 12 / 16 / 24 / 45, 1.7–2.0x), with a larger error (2.0e-3 against 1.3e-3 of
+//! Σ|x·w|). Neither was adopted: VPDPBUSD speeds up the one-token step as much as the
+//! 8-token one, so it would not make int8's MTP step 3x cheaper than its AR step, and
+//! quantizing activations changes what the int8 format computes.
 //!
 //! ## The multi-stream LM
 //!
