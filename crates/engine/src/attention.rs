@@ -140,7 +140,7 @@ fn attend_head(
         attend_head_blocked(q, q_stride, kt, capacity, vh, hd, new, scale, scores, ctx);
         return;
     }
-    match Kernel::detect() {
+    match Kernel::detect().widening() {
         Kernel::Avx512 => attend_head_strided(
             Kernel::Avx512,
             q,

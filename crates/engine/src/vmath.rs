@@ -52,7 +52,7 @@ pub fn silu(x: f32) -> f32 {
 /// `s ← softmax(s · scale)` in place: scaled after the dot products, the row maximum
 /// subtracted, normalised by division (as `voxspec-nn`'s attention computes it).
 pub fn softmax_scaled(s: &mut [f32], scale: f32) {
-    match Kernel::detect() {
+    match Kernel::detect().widening() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
         Kernel::Avx512 => unsafe { softmax_avx512(s, scale) },
@@ -66,7 +66,7 @@ pub fn softmax_scaled(s: &mut [f32], scale: f32) {
 /// - `gate_up`: `[rows, 2·ff]`
 /// - `out`: `[rows, ff]`
 pub fn swiglu(gate_up: &[f32], ff: usize, out: &mut [f32]) {
-    match Kernel::detect() {
+    match Kernel::detect().widening() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
         Kernel::Avx512 => unsafe { swiglu_avx512(gate_up, ff, out) },

@@ -77,7 +77,7 @@ impl Kernel {
     ) {
         debug_assert!(rows <= self.max_rows() && rows <= out.len());
         debug_assert!(x.len() >= rows * k_len && w.len() >= k_len);
-        match self {
+        match self.widening() {
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => {
                 // SAFETY: `Avx512` is only chosen when the CPU has AVX-512F (`available`), and
@@ -106,9 +106,7 @@ impl Kernel {
                     }
                 }
             }
-            #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx512 | Kernel::Avx2 => portable_rows(rows, x, k_len, w, out),
-            Kernel::Portable => portable_rows(rows, x, k_len, w, out),
+            _ => portable_rows(rows, x, k_len, w, out),
         }
     }
 }

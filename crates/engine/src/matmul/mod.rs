@@ -27,6 +27,7 @@
 //! modules): bf16 halves the bytes a product reads, int8 (weight-only, one scale per output
 //! column) quarters them; their kernels widen the weights to f32 in registers.
 
+mod amx;
 pub mod bf16;
 mod int8;
 mod strided;
@@ -40,6 +41,10 @@ use rayon::prelude::*;
 use self::bf16::Bf16Row;
 use self::int8::Int8Weights;
 use crate::error::{EngineError, Result};
+
+/// The environment variable that caps [`Kernel::detect`] (`amx`, `avx512`, `avx2`,
+/// `portable`).
+pub const KERNEL_ENV: &str = "VOXSPEC_KERNEL";
 
 /// Columns per packed panel.
 pub const NR: usize = 32;
@@ -57,6 +62,9 @@ const PARALLEL_MIN_WORK: usize = 16 << 20;
 /// A micro-kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
+    /// AVX-512F, and AMX-BF16 tiles for bf16 weights at [`amx::MIN_ROWS`] rows or more
+    /// (Intel Sapphire Rapids and later, Linux): every other product runs the AVX-512 kernels.
+    Amx,
     /// AVX-512F: up to 8 rows × 32 columns in 16 zmm accumulators.
     Avx512,
     /// AVX2 + FMA: up to 3 rows × 32 columns in 12 ymm accumulators.
@@ -66,27 +74,63 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    /// The best kernel this CPU runs (detected once).
+    /// Every kernel, best first.
+    pub const ALL: [Kernel; 4] = [Kernel::Amx, Kernel::Avx512, Kernel::Avx2, Kernel::Portable];
+
+    /// The best kernel this CPU runs, detected once; the environment variable
+    /// [`KERNEL_ENV`] (`amx`, `avx512`, `avx2` or `portable`) caps it, to compare kernels on
+    /// one machine (a kernel the CPU lacks, or an unknown name, is reported and ignored).
     pub fn detect() -> Kernel {
         static KERNEL: OnceLock<Kernel> = OnceLock::new();
         *KERNEL.get_or_init(|| {
-            let best = Kernel::available()[0];
+            let mut best = Kernel::available()[0];
+            if let Ok(name) = std::env::var(KERNEL_ENV) {
+                match Kernel::ALL.into_iter().find(|k| k.name() == name.trim()) {
+                    Some(cap) if cap.supported() => {
+                        let rank = |k: Kernel| Kernel::ALL.iter().position(|&a| a == k);
+                        if rank(cap) > rank(best) {
+                            best = cap;
+                        }
+                    }
+                    _ => tracing::warn!(
+                        "{KERNEL_ENV}={name}: not one of amx, avx512, avx2, portable that this CPU \
+                         runs; using {}",
+                        best.name()
+                    ),
+                }
+            }
             tracing::debug!(?best, "native engine matmul kernel");
             best
         })
     }
 
+    /// The kernel's name, as [`KERNEL_ENV`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Amx => "amx",
+            Kernel::Avx512 => "avx512",
+            Kernel::Avx2 => "avx2",
+            Kernel::Portable => "portable",
+        }
+    }
+
     /// Every kernel this CPU runs, best first (the portable one always last).
     pub fn available() -> Vec<Kernel> {
-        [Kernel::Avx512, Kernel::Avx2, Kernel::Portable]
-            .into_iter()
-            .filter(|k| k.supported())
-            .collect()
+        Kernel::ALL.into_iter().filter(|k| k.supported()).collect()
+    }
+
+    /// The kernel that runs the widening (f32-arithmetic) products: AMX's is AVX-512.
+    pub(crate) fn widening(self) -> Kernel {
+        match self {
+            Kernel::Amx => Kernel::Avx512,
+            k => k,
+        }
     }
 
     /// Whether this CPU runs the kernel.
     pub fn supported(self) -> bool {
         match self {
+            Kernel::Amx => Kernel::Avx512.supported() && amx::available(),
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => is_x86_feature_detected!("avx512f"),
             #[cfg(target_arch = "x86_64")]
@@ -100,7 +144,7 @@ impl Kernel {
     /// Rows the micro-kernel holds in registers.
     pub(crate) fn max_rows(self) -> usize {
         match self {
-            Kernel::Avx512 => 8,
+            Kernel::Amx | Kernel::Avx512 => 8,
             Kernel::Avx2 => 3,
             Kernel::Portable => 4,
         }
@@ -117,7 +161,7 @@ impl Kernel {
     ) {
         debug_assert!(rows <= self.max_rows() && rows <= out.len());
         debug_assert!(x.len() >= rows * k_len && w.len() >= k_len * NR);
-        match self {
+        match self.widening() {
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => {
                 // SAFETY: `Avx512` is only chosen when the CPU has AVX-512F (`available`), and
@@ -150,9 +194,7 @@ impl Kernel {
                     }
                 }
             }
-            #[cfg(not(target_arch = "x86_64"))]
-            Kernel::Avx512 | Kernel::Avx2 => panel_portable_rows(rows, x, k_len, w, out),
-            Kernel::Portable => panel_portable_rows(rows, x, k_len, w, out),
+            _ => panel_portable_rows(rows, x, k_len, w, out),
         }
     }
 }
@@ -361,7 +403,7 @@ impl FromStr for WeightFormat {
 #[derive(Debug, Clone)]
 enum PackedWeights {
     F32(Vec<f32>),
-    /// One [`Bf16Row`] (a cache line) per panel row.
+    /// Per panel [`bf16::lines_per_panel`] cache lines, two per pair of K rows.
     Bf16(Vec<Bf16Row>),
     /// One 32-byte row per panel row and one scale per column.
     Int8(Int8Weights),
@@ -436,14 +478,20 @@ impl PackedLinear {
         }
         let f32_weights = match self.w {
             PackedWeights::F32(w) => w,
-            PackedWeights::Bf16(w) => w.iter().flat_map(bf16::unpack_row).collect(),
+            PackedWeights::Bf16(w) => w
+                .chunks_exact(bf16::lines_per_panel(self.k))
+                .flat_map(|panel| bf16::unpack_panel(panel, self.k))
+                .collect(),
             PackedWeights::Int8(w) => int8::dequantize(&w, self.k),
         };
         let w = match format {
             WeightFormat::F32 => PackedWeights::F32(f32_weights),
-            WeightFormat::Bf16 => {
-                PackedWeights::Bf16(f32_weights.chunks_exact(NR).map(bf16::pack_row).collect())
-            }
+            WeightFormat::Bf16 => PackedWeights::Bf16(
+                f32_weights
+                    .chunks_exact(self.k * NR)
+                    .flat_map(|panel| bf16::pack_panel(panel, self.k))
+                    .collect(),
+            ),
             WeightFormat::Int8 => PackedWeights::Int8(int8::quantize(&f32_weights, self.k)),
         };
         Self { w, ..self }
@@ -518,8 +566,20 @@ impl PackedLinear {
         };
         let out = OutPtr(y.as_mut_ptr());
         let x = &x[..m * self.k];
+        let tiles = match &self.w {
+            PackedWeights::Bf16(w) if kernel == Kernel::Amx && m >= amx::MIN_ROWS => Some(w),
+            _ => None,
+        };
         let run = |t: usize| {
             let (p0, p1) = (t * self.panels / tasks, (t + 1) * self.panels / tasks);
+            if let Some(w) = tiles {
+                let bias = self.bias.as_deref();
+                // SAFETY: `Amx` is only kept when the CPU has AMX-BF16 and the OS allows it
+                // (`supported`); panels p0..p1 write columns p0·NR .. min(p1·NR, N) of rows
+                // 0..m only, disjoint between the tasks, and `y` holds m·N values (asserted).
+                unsafe { amx::panels(x, m, self.k, self.n, w, bias, p0..p1, out) };
+                return;
+            }
             for p in p0..p1 {
                 // SAFETY: panel p writes columns p·NR .. p·NR + cols of rows 0..m only; the
                 // panel ranges of the tasks are disjoint and `y` holds m·N values (asserted).
@@ -553,7 +613,8 @@ impl PackedLinear {
                     kernel.run(rows, x, self.k, w, &mut acc);
                 }
                 PackedWeights::Bf16(w) => {
-                    let w = &w[p * self.k..(p + 1) * self.k];
+                    let lines = bf16::lines_per_panel(self.k);
+                    let w = &w[p * lines..(p + 1) * lines];
                     kernel.run_bf16(rows, x, self.k, w, &mut acc);
                 }
                 PackedWeights::Int8(w) => {

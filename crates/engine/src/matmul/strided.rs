@@ -43,7 +43,7 @@ impl Kernel {
             w.len() >= (k_len - 1) * ws + width,
             "strided product: w too short"
         );
-        match self {
+        match self.widening() {
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512 => {
                 // SAFETY: `Avx512` is only chosen when the CPU has AVX-512F; the slices hold
