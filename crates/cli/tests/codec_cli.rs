@@ -2,7 +2,7 @@
 //! plain-layout corpus written by the test (22.05 kHz WAVs, so every command resamples) with
 //! teacher features written directly at 25 Hz (half the codec's 50 Hz frame rate).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! tiny CTC teacher trained for two steps on a slice of the bundled corpus: the reports' fields
 //! are present and finite, and bad model directories fail with a message, not a panic.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! `voxspec train ctc` and `voxspec teacher extract | transcribe`, run as a user would, on a
 //! small slice of the bundled corpus with the tiny preset.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! `voxspec eval intelligibility` with the shipped CTC teacher on a few test-clean clips: the
 //! JSON report, a deliberately wrong pairing that must fail, and clear input errors.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

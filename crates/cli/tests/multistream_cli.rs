@@ -2,7 +2,7 @@
 //! speculative decoders) and `bench multistream`, run as a user would on a slice of the bundled
 //! corpus with a 2-step SoCodec; and the clear errors on bad input.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! plot-streams` on a SoCodec, run as a user would on a slice of the bundled corpus with the
 //! shipped CTC teacher's features; and the clear errors on bad input.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

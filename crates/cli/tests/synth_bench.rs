@@ -4,7 +4,7 @@
 //! temperature 0 the exact speculative decoders reproduce AR's tokens (same count, same NLL).
 //! Bad input fails with exit code 1 and a message.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

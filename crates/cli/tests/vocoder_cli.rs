@@ -1,7 +1,7 @@
 //! `voxspec vocoder train | synth | eval` and `voxspec audio f0`, run as a user would, on three
 //! utterances per split of the bundled corpus with the tiny vocoder preset.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! [8, 5, 4, 2], BiLSTM, RVQ) trained through the shared loop on one short speech-like
 //! segment reconstructs it much better after a few dozen steps.
 
-mod common;
+use crate::common;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use common::{Record, serial};

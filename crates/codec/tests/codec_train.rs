@@ -3,7 +3,7 @@
 //! and an interrupted run resumes to exactly the weights and codebooks of an uninterrupted
 //! one.
 
-mod common;
+use crate::common;
 
 use burn::tensor::{Device, Tensor};
 use common::{Record, serial};

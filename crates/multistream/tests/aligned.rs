@@ -16,7 +16,7 @@ use voxspec_multistream::{
 use voxspec_multistream::{MsFrameLm, MsPrompt, MultiStreamModel, cut_draft};
 use voxspec_train::{BatchSource, TrainTask};
 
-mod common;
+use crate::common;
 
 use common::{CODEBOOK, STREAMS, bucket, items, overfit};
 

@@ -15,7 +15,7 @@ use voxspec_multistream::{
     save_multistream,
 };
 
-mod common;
+use crate::common;
 
 use common::{CODEBOOK, STREAMS, TEXT_VOCAB, items, overfit};
 

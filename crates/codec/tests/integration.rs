@@ -1,0 +1,14 @@
+//! The integration tests of `voxspec-codec`, one module per file, built as one test binary:
+//! each test binary links the Burn stack, and one per file made the release build of the
+//! workspace's tests several times longer. The tests share Burn's process-global RNG, so
+//! the README's test command runs them one at a time (`--test-threads=1`).
+
+mod codec_overfit;
+mod codec_parity;
+mod codec_train;
+mod common;
+mod decode_stream;
+mod opq;
+mod quant_ladder;
+mod vocoder_dsp;
+mod vocoder_model;

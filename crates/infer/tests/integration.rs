@@ -1,0 +1,13 @@
+//! The integration tests of `voxspec-infer`, one module per file, built as one test binary:
+//! each test binary links the Burn stack, and one per file made the release build of the
+//! workspace's tests several times longer. The tests share Burn's process-global RNG, so
+//! the README's test command runs them one at a time (`--test-threads=1`).
+
+mod core_decoders;
+mod core_sampling;
+mod core_transformer;
+mod core_transitions;
+mod core_viterbi;
+mod spec_decoders;
+mod spec_distribution;
+mod spec_transformer;
