@@ -369,6 +369,9 @@ struct ForwardReport {
     weight_mb: f64,
     /// Read bandwidth measured with every thread, GB/s.
     bandwidth_gbs: f64,
+    /// The native engine's matmul kernel (`amx`, `avx512`, `avx2`, `portable`; the environment
+    /// variable `VOXSPEC_KERNEL` caps it).
+    kernel: &'static str,
     /// `weight_mb` read at `bandwidth_gbs`: the least an f32 step can cost, ms.
     floor_ms: f64,
     /// The same per weight format measured (the native engine's, in host memory).
@@ -625,6 +628,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         parameters: model.num_params(),
         weight_mb: f32_floor.weight_mb,
         bandwidth_gbs,
+        kernel: voxspec_engine::Kernel::detect().name(),
         floor_ms: f32_floor.floor_ms,
         results,
         floors,
@@ -636,11 +640,13 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     };
     write_report(&args.out, &report)?;
     println!(
-        "{} parameters, {} cached positions; host read bandwidth {:.1} GB/s ({} threads)",
+        "{} parameters, {} cached positions; host read bandwidth {:.1} GB/s ({} threads); \
+         native kernel {}",
         report.parameters,
         args.context,
         bandwidth_gbs,
         rayon::current_num_threads(),
+        report.kernel,
     );
     for f in &report.floors {
         println!(

@@ -15,7 +15,9 @@
 //!   per layer.
 //! - [`matmul`]: small-M products (M ≤ 16 new tokens) that read each weight once for all rows,
 //!   split over the threads by output columns, with AVX-512, AVX2 and portable micro-kernels
-//!   chosen at run time, over f32, bf16 or int8 weights ([`WeightFormat`]).
+//!   chosen at run time, over f32, bf16 or int8 weights ([`WeightFormat`]); bf16 products of 12
+//!   or more rows (prefill) run on AMX tiles where the CPU has AMX-BF16 ([`Kernel::Amx`]).
+//!   `VOXSPEC_KERNEL=avx512|avx2|portable` caps the kernel detected, to compare them.
 //! - bf16 weights: [`NativeMtp::from_burn_with`] / [`NativeNar::from_burn_with`] (and `load_with`)
 //!   store every linear weight (transformer layers, MTP / NAR heads) as bfloat16, rounded to
 //!   nearest even at load; embedding tables, norms, biases, the KV cache and all arithmetic stay
@@ -124,6 +126,24 @@
 //! M = 1/2/4/8; 1024² from memory 335–394 against 260–298), and a VDPBF16PS path in the
 //! engine (re-pairing two packed rows per K-pair, activations rounded to bf16) made the main
 //! job's bf16 steps 1.3–1.9x slower at k = 8–48; it was not kept.
+//!
+//! ### AMX tiles
+//!
+//! bf16 panels store their K rows in pairs (two cache lines per pair, the two rows' values of
+//! a column side by side; `matmul/bf16.rs`), which is the layout an AMX-BF16 `TDPBF16PS` reads
+//! its weight tile in (16 pairs × 16 columns, a 128-byte stride), so one packing serves the
+//! widening kernels and the tiles. The tile kernel (`matmul/amx.rs`, inline assembly: Rust has
+//! no stable AMX intrinsics) keeps four 16-column accumulator tiles per pair of panels and
+//! splits each activation into two bf16 parts (`x = hi + lo`, 16 mantissa bits), so it computes
+//! what the widening kernels compute, `Σ x · bf16(w)`, to 1.2e-6 of `Σ|x·w|` (tested against
+//! an f64 product, and against bf16-rounded activations, which it would not pass). Measured on
+//! the 2-vCPU Xeon (`examples/amx.rs`, one thread, weights in L2/L3): a `TDPBF16PS` cost about
+//! the same whatever its rows, 40–100 cycles (Intel gives 16), so the tiles lose below 8 rows
+//! (1.5–2x slower at 2) and win from 12: 0.52–0.78x the widening kernel's time at 12–32 rows
+//! (256 × 1024 at 16 rows: 59 against 101 µs). The engine uses them from 12 rows: the main
+//! job's forward over 32 tokens (a sentence's prefill) went from 5.41 / 3.51 ms to 2.47 / 2.79
+//! (`bench forward --weights bf16 --max-k 32`, two interleaved pairs, `VOXSPEC_KERNEL=avx512`
+//! against the default); its 8-token steps stay on the widening kernel.
 //!
 //! ## int8 weights
 //!

@@ -21,7 +21,8 @@
 //!
 //! Kernels are chosen at run time ([`Kernel::detect`]): AVX-512F (8 rows × 2 zmm), AVX2 + FMA
 //! (3 rows × 4 ymm), and a portable one the compiler vectorises; each is tested against the
-//! portable one.
+//! portable one. Where the CPU has AMX-BF16, bf16 products of 12 rows or more run on its tiles
+//! (`amx`, [`Kernel::Amx`]).
 //!
 //! Weights are stored in f32, bf16 or int8 ([`WeightFormat`]; the [`bf16`] and `int8`
 //! modules): bf16 halves the bytes a product reads, int8 (weight-only, one scale per output
@@ -62,7 +63,7 @@ const PARALLEL_MIN_WORK: usize = 16 << 20;
 /// A micro-kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kernel {
-    /// AVX-512F, and AMX-BF16 tiles for bf16 weights at [`amx::MIN_ROWS`] rows or more
+    /// AVX-512F, and AMX-BF16 tiles for bf16 weights at 12 rows or more (`amx::MIN_ROWS`)
     /// (Intel Sapphire Rapids and later, Linux): every other product runs the AVX-512 kernels.
     Amx,
     /// AVX-512F: up to 8 rows × 32 columns in 16 zmm accumulators.
