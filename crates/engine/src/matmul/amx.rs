@@ -25,15 +25,7 @@
 //! call. Linux grants a process the tile state only on request (`arch_prctl`), made once in
 //! [`available`].
 
-use std::ops::Range;
 use std::sync::OnceLock;
-
-use super::OutPtr;
-use super::bf16::Bf16Row;
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-use super::bf16::{K_ALIGN, f32_to_bf16};
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-use super::{NR, bf16::bf16_to_f32, bf16::lines_per_panel};
 
 /// Rows from which a bf16 product runs on the tiles; fewer stay on the AVX-512 widening
 /// kernel. Measured on the 2-vCPU Xeon this was written on (`examples/amx.rs`, one thread,
@@ -85,54 +77,20 @@ fn detect() -> bool {
     false
 }
 
-/// `y[.., panels] = x · W + b` for the panels in `panels` (their columns below N) of all `m`
-/// rows, on the tiles.
-///
-/// # Shapes
-/// - `x`: `[m, k]` row-major
-/// - `w`: every panel's [`lines_per_panel`]`(k)` lines, panel after panel
-/// - `bias`: `[n]`
-/// - `y`: `[m, n]` row-major, the panels' columns overwritten
-///
-/// # Safety
-/// [`available`] must be true and the CPU must have AVX-512F; `y` must point to `m · n`
-/// writable floats of which no other thread writes these panels' columns.
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn panels(
-    x: &[f32],
-    m: usize,
-    k: usize,
-    n: usize,
-    w: &[Bf16Row],
-    bias: Option<&[f32]>,
-    panels: Range<usize>,
-    y: OutPtr,
-) {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        tiles::panels(x, m, k, n, w, bias, panels, y)
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        let _ = (x, m, k, n, w, bias, panels, y);
-        unreachable!("AMX is never available off x86_64 Linux");
-    }
-}
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) use tiles::panels;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod tiles {
     use std::arch::asm;
-    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
     use std::cell::RefCell;
     use std::ops::Range;
 
-    use super::{Bf16Row, K_ALIGN, NR, OutPtr, bf16_to_f32, f32_to_bf16, lines_per_panel};
+    use super::super::bf16::{Bf16Row, K_ALIGN, bf16_to_f32, f32_to_bf16, lines_per_panel};
+    use super::super::{NR, OutPtr};
 
     /// Rows of a tile.
     const TILE_ROWS: usize = 16;
-    /// K blocks (2 KB of each panel) the weights are prefetched ahead of the tile loads.
-    const PREFETCH_BLOCKS: usize = 2;
     /// Columns of a group: two panels, four accumulator tiles.
     const GROUP_COLS: usize = 2 * NR;
 
@@ -159,12 +117,20 @@ mod tiles {
         static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
     }
 
-    /// See [`super::panels`].
+    /// `y[.., panels] = x · W + b` for the panels in `panels` (their columns below N) of all `m`
+    /// rows, on the tiles.
+    ///
+    /// # Shapes
+    /// - `x`: `[m, k]` row-major
+    /// - `w`: every panel's [`lines_per_panel`]`(k)` lines, panel after panel
+    /// - `bias`: `[n]`
+    /// - `y`: `[m, n]` row-major, the panels' columns overwritten
     ///
     /// # Safety
-    /// As [`super::panels`].
+    /// [`super::available`] must be true and the CPU must have AVX-512F; `y` must point to
+    /// `m · n` writable floats of which no other thread writes these panels' columns.
     #[allow(clippy::too_many_arguments)]
-    pub(super) unsafe fn panels(
+    pub(crate) unsafe fn panels(
         x: &[f32],
         m: usize,
         k: usize,
@@ -292,28 +258,7 @@ mod tiles {
                 "tilezero tmm3",
                 options(nostack, preserves_flags)
             );
-            let blocks = kpad / K_ALIGN;
-            for kb in 0..blocks {
-                // Tile loads do not pull the weights in fast on their own (one 1 KB tile of 16
-                // lines at a 128-byte stride each): prefetch the panels' lines PREFETCH_BLOCKS
-                // K blocks ahead (past the last block, the next group's first ones).
-                let ahead = kb + PREFETCH_BLOCKS;
-                let (pa, pb) = if ahead < blocks {
-                    (
-                        wa.wrapping_add(ahead * K_ALIGN),
-                        wb.wrapping_add(ahead * K_ALIGN),
-                    )
-                } else {
-                    let next = wb.wrapping_add(kpad);
-                    let at = (ahead - blocks) * K_ALIGN;
-                    (next.wrapping_add(at), next.wrapping_add(kpad + at))
-                };
-                for line in 0..K_ALIGN {
-                    _mm_prefetch::<_MM_HINT_T0>(pa.wrapping_add(line) as *const i8);
-                    if pair {
-                        _mm_prefetch::<_MM_HINT_T0>(pb.wrapping_add(line) as *const i8);
-                    }
-                }
+            for kb in 0..kpad / K_ALIGN {
                 let xh = hi.as_ptr().add(kb * K_ALIGN);
                 let xl = lo.as_ptr().add(kb * K_ALIGN);
                 asm!(

@@ -208,42 +208,15 @@ mod x86 {
                 _mm512_castsi512_ps(_mm512_and_si512(v, high)),
             )
         };
-        let pairs = k_len / 2;
-        let main = pairs - pairs % U;
-        let mut q = 0;
-        while q < main {
-            for (u, au) in a.iter_mut().enumerate() {
-                let line = 2 * (q + u);
-                let k = 2 * (q + u);
-                // SAFETY: k + 1 < k_len, so lines `line`, `line + 1` are in the panel and
-                // r·k_len + k + 1 < x.len(); lines are 64-byte aligned.
-                unsafe {
-                    // Past the end of the panel this touches the next panel, which this thread
-                    // reads next.
-                    let ahead = wp.wrapping_add(line + PREFETCH);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(1) as *const i8);
-                    let (e0, o0) = widen(_mm512_load_si512(wp.add(line) as *const __m512i));
-                    let (e1, o1) = widen(_mm512_load_si512(wp.add(line + 1) as *const __m512i));
-                    for (r, ar) in au.iter_mut().enumerate() {
-                        let x0 = _mm512_set1_ps(*xp.add(r * k_len + k));
-                        let x1 = _mm512_set1_ps(*xp.add(r * k_len + k + 1));
-                        ar[0] = _mm512_fmadd_ps(x0, e0, ar[0]);
-                        ar[1] = _mm512_fmadd_ps(x0, e1, ar[1]);
-                        ar[0] = _mm512_fmadd_ps(x1, o0, ar[0]);
-                        ar[1] = _mm512_fmadd_ps(x1, o1, ar[1]);
-                    }
-                }
-            }
-            q += U;
-        }
-        for q in main..pairs {
-            let k = 2 * q;
-            // SAFETY: as above.
+        // One pair of K rows (lines `k`, `k + 1` of the panel, x columns `k`, `k + 1`) into one
+        // accumulator set.
+        let pair = |acc: &mut [[__m512; 2]; MR], k: usize| {
+            // SAFETY: the callers pass k + 1 < k_len, so lines k, k + 1 are in the panel and
+            // r·k_len + k + 1 < x.len(); lines are 64-byte aligned.
             unsafe {
                 let (e0, o0) = widen(_mm512_load_si512(wp.add(k) as *const __m512i));
                 let (e1, o1) = widen(_mm512_load_si512(wp.add(k + 1) as *const __m512i));
-                for (r, ar) in a[0].iter_mut().enumerate() {
+                for (r, ar) in acc.iter_mut().enumerate() {
                     let x0 = _mm512_set1_ps(*xp.add(r * k_len + k));
                     let x1 = _mm512_set1_ps(*xp.add(r * k_len + k + 1));
                     ar[0] = _mm512_fmadd_ps(x0, e0, ar[0]);
@@ -252,6 +225,24 @@ mod x86 {
                     ar[1] = _mm512_fmadd_ps(x1, o1, ar[1]);
                 }
             }
+        };
+        let pairs = k_len / 2;
+        let main = pairs - pairs % U;
+        let mut q = 0;
+        while q < main {
+            for (u, au) in a.iter_mut().enumerate() {
+                let k = 2 * (q + u);
+                // Past the end of the panel this touches the next panel, which this thread
+                // reads next (a prefetch never faults).
+                let ahead = wp.wrapping_add(k + PREFETCH);
+                _mm_prefetch::<_MM_HINT_T0>(ahead as *const i8);
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(1) as *const i8);
+                pair(au, k);
+            }
+            q += U;
+        }
+        for q in main..pairs {
+            pair(&mut a[0], 2 * q);
         }
         if k_len % 2 == 1 {
             // The last row alone: the even half of its pair (the odd half is padding).

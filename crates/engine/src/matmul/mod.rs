@@ -567,12 +567,15 @@ impl PackedLinear {
         };
         let out = OutPtr(y.as_mut_ptr());
         let x = &x[..m * self.k];
+        // `Kernel::Amx` is supported on x86_64 Linux only (`amx::available`).
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         let tiles = match &self.w {
             PackedWeights::Bf16(w) if kernel == Kernel::Amx && m >= amx::MIN_ROWS => Some(w),
             _ => None,
         };
         let run = |t: usize| {
             let (p0, p1) = (t * self.panels / tasks, (t + 1) * self.panels / tasks);
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
             if let Some(w) = tiles {
                 let bias = self.bias.as_deref();
                 // SAFETY: `Amx` is only kept when the CPU has AMX-BF16 and the OS allows it
