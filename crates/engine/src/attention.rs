@@ -10,15 +10,15 @@
 //!   (bidirectional models, `causal: false`: to keys 0 .. start + new)
 //! ```
 //!
-//! Heads run in parallel when a block is large enough to pay for the fork.
-
-use rayon::prelude::*;
+//! Heads run in parallel ([`crate::team`]) when a block is large enough to pay for the fork.
 
 use crate::matmul::{Kernel, NR};
+use crate::team::{self, Disjoint};
 use crate::vmath::softmax_scaled;
 
 /// Work (query · key pairs × head width) below which the heads run on one thread.
-const PARALLEL_MIN_WORK: usize = 1 << 20;
+const PARALLEL_MIN_WORK: usize = 1 << 17;
+
 /// Queries whose scores are computed together: 16 rows of up to ~1000 keys stay in L1/L2. One
 /// pass over a 590-position NAR input with all queries at once swept a 1.4 MB score matrix per
 /// key dimension and made attention a third of the NAR's time.
@@ -385,11 +385,18 @@ pub fn attend(
             head(h, s, c);
         }
     } else {
-        scores
-            .par_chunks_exact_mut(new * keys)
-            .zip(ctx.par_chunks_exact_mut(new * hd))
-            .enumerate()
-            .for_each(|(h, (s, c))| head(h, s, c));
+        let (s, c) = (Disjoint::new(scores), Disjoint::new(ctx));
+        team::run(heads, &|h| {
+            // SAFETY: head h writes only its own `new · keys` scores and `new · hd` context
+            // values, disjoint between the heads.
+            let (s, c) = unsafe {
+                (
+                    s.range(h * new * keys, new * keys),
+                    c.range(h * new * hd, new * hd),
+                )
+            };
+            head(h, s, c);
+        });
     }
     // [heads, new, head_dim] -> [new, heads · head_dim]
     let d = heads * hd;

@@ -14,6 +14,7 @@ use crate::cache::{NativeCache, ensure};
 use crate::error::EngineError;
 use crate::model::NativeMtp;
 use crate::ops::silu;
+use crate::team::{self, Disjoint};
 
 fn model_err(e: impl std::fmt::Display) -> InferError {
     InferError::Model(e.to_string())
@@ -87,28 +88,52 @@ impl NativeMtp {
             r = end;
         }
         let rows = s.selected.len();
+        let heads = &self.heads[..request.heads.min(self.heads.len())];
         ensure(&mut s.sel, rows * d);
-        ensure(&mut s.res, rows * d);
-        ensure(&mut s.head_out, rows * vocab);
+        ensure(&mut s.res, heads.len() * rows * d);
+        ensure(&mut s.head_out, heads.len() * rows * vocab);
         for (i, &(row, _, _)) in s.selected.iter().enumerate() {
             s.sel[i * d..(i + 1) * d].copy_from_slice(&s.h[row * d..(row + 1) * d]);
         }
-        let mut data = vec![0.0f32; batch * positions * request.heads * vocab];
-        for (head_index, head) in self.heads.iter().take(request.heads).enumerate() {
-            let input = match &head.residual {
-                Some(residual) => {
-                    residual.forward(&s.sel, rows, &mut s.res);
-                    for (z, &h) in s.res[..rows * d].iter_mut().zip(&s.sel[..rows * d]) {
-                        *z = h + silu(*z);
+        {
+            // The heads run in parallel, each on one thread (their products are small: one
+            // section for all heads instead of two per head).
+            let sel = &s.sel[..rows * d];
+            let (res, out) = (Disjoint::new(&mut s.res), Disjoint::new(&mut s.head_out));
+            let head_logits = |i: usize| {
+                let head = &heads[i];
+                // SAFETY: head i writes only its own rows · d residual values and rows · vocab
+                // logits.
+                let (res, out) = unsafe {
+                    (
+                        res.range(i * rows * d, rows * d),
+                        out.range(i * rows * vocab, rows * vocab),
+                    )
+                };
+                let input = match &head.residual {
+                    Some(residual) => {
+                        residual.forward(sel, rows, res);
+                        for (z, &h) in res.iter_mut().zip(sel) {
+                            *z = h + silu(*z);
+                        }
+                        &*res
                     }
-                    &s.res
-                }
-                None => &s.sel,
+                    None => sel,
+                };
+                head.out.forward(input, rows, out);
             };
-            head.out.forward(input, rows, &mut s.head_out);
+            if heads.len() > 1 {
+                team::run(heads.len(), &head_logits);
+            } else {
+                (0..heads.len()).for_each(head_logits);
+            }
+        }
+        let mut data = vec![0.0f32; batch * positions * request.heads * vocab];
+        for head_index in 0..heads.len() {
+            let logits = &s.head_out[head_index * rows * vocab..(head_index + 1) * rows * vocab];
             for (i, &(_, b, p)) in s.selected.iter().enumerate() {
                 let at = ((b * positions + p) * request.heads + head_index) * vocab;
-                data[at..at + vocab].copy_from_slice(&s.head_out[i * vocab..(i + 1) * vocab]);
+                data[at..at + vocab].copy_from_slice(&logits[i * vocab..(i + 1) * vocab]);
             }
         }
         Logits::new(data, [batch, positions, request.heads, vocab])
@@ -167,7 +192,7 @@ impl LanguageModel for NativeMtp {
         for (b, p) in prompts.iter().enumerate() {
             cache.tracks[b] = self.prompt_track(p)?;
         }
-        self.forward_ids(cache, &rows)?;
+        self.forward_ids(cache, &rows, true)?;
         self.logits(
             cache,
             LogitsRequest {
@@ -189,7 +214,7 @@ impl LanguageModel for NativeMtp {
             .iter()
             .map(|b| self.burn.code_ids(b).map_err(model_err))
             .collect::<Result<Vec<_>, _>>()?;
-        self.forward_ids(cache, &rows)?;
+        self.forward_ids(cache, &rows, request.last_only)?;
         self.logits(cache, request)
     }
 

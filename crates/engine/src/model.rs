@@ -221,13 +221,20 @@ impl NativeMtp {
     /// block (no padding); all rows share each weight pass.
     ///
     /// Leaves the final hidden states in the cache's scratch `h`, `[rows, d]`, rows in
-    /// sequence order, and `(sequence, position)` per row in the scratch `rows`.
+    /// sequence order, and `(sequence, position)` per row in the scratch `rows`; with
+    /// `last_only`, only each sequence's last row (the stack's last layer skips the others'
+    /// attention and MLP).
     ///
     /// # Errors
     /// [`EngineError::CacheMismatch`] for a cache of another layout or batch,
     /// [`EngineError::CacheOverflow`] past its capacity, [`EngineError::Model`] for an id
     /// outside the embedding or a missing phone track. On error the cache is unchanged.
-    pub(crate) fn forward_ids(&self, cache: &mut NativeCache, ids: &[Vec<u32>]) -> Result<()> {
+    pub(crate) fn forward_ids(
+        &self,
+        cache: &mut NativeCache,
+        ids: &[Vec<u32>],
+        last_only: bool,
+    ) -> Result<()> {
         let (d, hd, heads) = (self.d, self.stack.head_dim, self.stack.n_heads);
         if cache.k.len() != self.stack.layers.len()
             || cache.heads != heads
@@ -306,7 +313,7 @@ impl NativeMtp {
             }
         }
         let new: Vec<usize> = ids.iter().map(Vec::len).collect();
-        self.stack.forward(cache, &new);
+        self.stack.forward(cache, &new, last_only);
         Ok(())
     }
 }

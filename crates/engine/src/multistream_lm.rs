@@ -177,7 +177,7 @@ impl NativeMultiStream {
             r += 1;
         }
 
-        self.stack.forward(&mut cache.native, &[m]);
+        self.stack.forward(&mut cache.native, &[m], false);
         cache.steps += n;
         let h = &cache.native.scratch.h;
         cache.last_hidden.copy_from_slice(&h[(m - 1) * d..m * d]);

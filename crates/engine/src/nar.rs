@@ -332,7 +332,7 @@ impl NativeNar {
                 *xv += sv;
             }
         }
-        self.stack.forward(cache, &[total]);
+        self.stack.forward(cache, &[total], false);
         Ok(())
     }
 }

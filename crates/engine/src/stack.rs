@@ -181,7 +181,13 @@ impl Stack {
     /// in sequence order — after each sequence's cached positions; writes their keys and values
     /// into the cache, advances it, and leaves the final hidden states in the scratch `h`,
     /// `[rows, d]`. The caller has checked the capacity.
-    pub(crate) fn forward(&self, cache: &mut NativeCache, new: &[usize]) {
+    ///
+    /// With `last_only`, only each sequence's last new row leaves the stack: the last layer
+    /// still writes every row's keys and values, but runs attention, the output projection and
+    /// the MLP for those rows alone (the rest of that layer's work would only feed logits that
+    /// nobody asked for), and `rows` and `h` are compacted to one row per sequence with new
+    /// rows, `[sequences, d]`.
+    pub(crate) fn forward(&self, cache: &mut NativeCache, new: &[usize], last_only: bool) {
         let (d, hd, heads) = (self.d, self.head_dim, self.n_heads);
         let NativeCache {
             k: k_cache,
@@ -230,6 +236,8 @@ impl Stack {
             causal: self.causal,
         };
         let seq_size = heads * capacity * hd;
+        let mut m = m;
+        let mut new_rows: Vec<usize> = new.to_vec();
         for (l, layer) in self.layers.iter().enumerate() {
             // Attention sub-layer.
             layer
@@ -253,18 +261,41 @@ impl Stack {
                     vl[at..at + hd].copy_from_slice(&row[2 * d + h * hd..2 * d + (h + 1) * hd]);
                 }
             }
+            let last_layer = l + 1 == self.layers.len();
+            if last_only && last_layer {
+                // Keep each sequence's last row: its query, residual stream and position.
+                let mut kept = 0;
+                let mut r0 = 0;
+                for (b, &n) in new.iter().enumerate() {
+                    if n == 0 {
+                        continue;
+                    }
+                    let last = r0 + n - 1;
+                    s.qkv
+                        .copy_within(last * 3 * d..(last + 1) * 3 * d, kept * 3 * d);
+                    s.x.copy_within(last * d..(last + 1) * d, kept * d);
+                    s.rows[kept] = s.rows[last];
+                    new_rows[b] = 1;
+                    kept += 1;
+                    r0 += n;
+                }
+                s.rows.truncate(kept);
+                m = kept;
+            }
             let mut r0 = 0;
-            for (b, &n) in new.iter().enumerate() {
+            for (b, &n) in new_rows.iter().enumerate() {
                 if n == 0 {
                     continue;
                 }
+                // The block's queries are the last `n` of the sequence's `new[b]` positions.
+                let start = lengths[b] + new[b] - n;
                 attend(
                     layout,
                     &s.qkv[r0 * 3 * d..],
                     3 * d,
                     &kl[b * seq_size..(b + 1) * seq_size],
                     &vl[b * seq_size..(b + 1) * seq_size],
-                    lengths[b],
+                    start,
                     n,
                     &mut s.scores,
                     &mut s.heads_ctx,

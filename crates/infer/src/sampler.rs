@@ -271,7 +271,7 @@ pub fn top_k_indices(values: &[f32], k: usize) -> Vec<u32> {
     indices
 }
 
-/// Softmax of `logits / temperature` (temperature > 0), computed stably in f64.
+/// Softmax of `logits / temperature` (temperature > 0), computed stably: shifted by the maximum, f32 `exp`, the sum in f64.
 pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
     let t = f64::from(temperature);
     let max = logits
@@ -288,15 +288,19 @@ pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
         normalize(&mut probs);
         return probs;
     }
-    let exps: Vec<f64> = logits
-        .iter()
-        .map(|&v| ((f64::from(v) - f64::from(max)) / t).exp())
-        .collect();
-    let total: f64 = exps.iter().sum();
-    exps.iter().map(|&e| (e / total) as f32).collect()
+    // f32 `exp` (the arguments are ≤ 0, the results in (0, 1]: f32's precision is what the
+    // probabilities are stored in anyway), summed in f64.
+    let inv_t = (1.0 / t) as f32;
+    let mut probs: Vec<f32> = logits.iter().map(|&v| ((v - max) * inv_t).exp()).collect();
+    let total: f64 = probs.iter().map(|&e| f64::from(e)).sum();
+    let inv_total = (1.0 / total) as f32;
+    for p in &mut probs {
+        *p *= inv_total;
+    }
+    probs
 }
 
-/// Log-softmax of `logits / temperature` (temperature > 0), computed stably in f64; −∞ stays
+/// Log-softmax of `logits / temperature` (temperature > 0), computed stably (as [`softmax`]); −∞ stays
 /// −∞. When no entry is finite, every entry that is not −∞ gets the same finite value.
 pub fn log_softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
     let t = f64::from(temperature);
@@ -311,12 +315,17 @@ pub fn log_softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
             .map(|p| if p > 0.0 { p.ln() } else { f32::NEG_INFINITY })
             .collect();
     }
-    let shifted: Vec<f64> = logits
+    let inv_t = (1.0 / t) as f32;
+    let mut shifted: Vec<f32> = logits.iter().map(|&v| (v - max) * inv_t).collect();
+    let log_total = shifted
         .iter()
-        .map(|&v| (f64::from(v) - f64::from(max)) / t)
-        .collect();
-    let log_total = shifted.iter().map(|s| s.exp()).sum::<f64>().ln();
-    shifted.iter().map(|&s| (s - log_total) as f32).collect()
+        .map(|&s| f64::from(s.exp()))
+        .sum::<f64>()
+        .ln() as f32;
+    for s in &mut shifted {
+        *s -= log_total;
+    }
+    shifted
 }
 
 /// Scales `probs` to sum to 1 (left as is when the sum is 0).

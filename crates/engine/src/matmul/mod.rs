@@ -37,11 +37,10 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
-
 use self::bf16::Bf16Row;
 use self::int8::Int8Weights;
 use crate::error::{EngineError, Result};
+use crate::team;
 
 /// The environment variable that caps [`Kernel::detect`] (`amx`, `avx512`, `avx2`,
 /// `portable`).
@@ -51,14 +50,14 @@ pub const KERNEL_ENV: &str = "VOXSPEC_KERNEL";
 pub const NR: usize = 32;
 /// Most rows any micro-kernel holds at once.
 const MAX_MR: usize = 8;
-/// A product runs on several threads when its weight is at least this many values (4 MB: it
-/// streams from memory, where two threads read faster than one) or its work `M · K · N` is at
-/// least [`PARALLEL_MIN_WORK`]; below both, waking a second thread costs more than it saves.
-/// Measured (examples/small_m.rs, 2 threads, the machine shared with another job): a
-/// 256 × 1024 product at M = 1 took 13 µs on one thread, 26 µs split over two.
-const PARALLEL_MIN_WEIGHTS: usize = 1 << 20;
-/// See [`PARALLEL_MIN_WEIGHTS`].
-const PARALLEL_MIN_WORK: usize = 16 << 20;
+/// A product is split over the engine's threads ([`crate::team`]) when its work `M · K · N` is
+/// at least this many multiply-adds (about 2 µs on one core); below it the handoff costs more
+/// than the half it saves. Measured on the main job's model (bf16, `bench forward`, two
+/// interleaved runs, ms at k = 1 / 8): 2¹⁴ 0.445 / 0.887 and 0.457 / 0.941, 2¹⁶ 0.438 / 0.896
+/// and 0.418 / 0.868, 2¹⁸ 0.479 / 0.886 and 0.476 / 0.873. More tasks than threads (dynamic
+/// claiming, for balance) measured no better, and worse for prefill on AMX tiles (each task
+/// converts the activations again).
+const PARALLEL_MIN_WORK: usize = 1 << 16;
 
 /// A micro-kernel family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -556,11 +555,8 @@ impl PackedLinear {
         } else {
             Kernel::Portable
         };
-        let threads = rayon::current_num_threads();
-        let weights = self.k * self.n;
-        let tasks = if threads <= 1
-            || (weights < PARALLEL_MIN_WEIGHTS && m * weights < PARALLEL_MIN_WORK)
-        {
+        let threads = rayon::current_num_threads().min(team::helpers() + 1);
+        let tasks = if threads <= 1 || m * self.k * self.n < PARALLEL_MIN_WORK {
             1
         } else {
             threads.min(self.panels)
@@ -590,11 +586,7 @@ impl PackedLinear {
                 unsafe { self.panel(kernel, p, x, m, out) };
             }
         };
-        if tasks == 1 {
-            run(0);
-        } else {
-            (0..tasks).into_par_iter().for_each(run);
-        }
+        team::run(tasks, &run);
     }
 
     /// Computes columns `p·NR ..` of all `m` rows into `y`.
