@@ -128,7 +128,8 @@ pub fn run(tasks: usize, f: &(dyn Fn(usize) + Sync)) {
     // SAFETY: we hold `busy` and no task is running (see `Team`'s Sync).
     unsafe { *team.job.get() = Some(job) };
     team.done.store(0, Ordering::Relaxed);
-    let epoch = team.epoch.load(Ordering::Relaxed).wrapping_add(1);
+    // Epoch 0 is never published (helpers start with it as seen), also when the count wraps.
+    let epoch = team.epoch.load(Ordering::Relaxed).wrapping_add(1).max(1);
     team.epoch.store(epoch, Ordering::Relaxed);
     // SeqCst with the helpers' `sleeping` flags: either a helper sees this section before it
     // parks, or we see it parked and unpark it.
