@@ -55,8 +55,10 @@
 //! | 8 | 223 | 657 / 717 | 38 | 52 |
 //! | 16 | 403 | 771 / 825 | 76 | 79 |
 //!
-//! A second thread pays only for weights that stream from memory (two threads read ≈ 27 GB/s,
-//! one ≈ 20): products with less than 4 MB of weights and little work stay on one thread.
+//! With rayon, a second thread paid only for weights that stream from memory (two threads read
+//! ≈ 27 GB/s, one ≈ 20), so products with less than 4 MB of weights and little work stayed on
+//! one thread; the spinning [`team`] (below, "Both cores for small products") splits every
+//! product from 2¹⁶ multiply-adds.
 //!
 //! One cached forward over k new tokens at 200 cached positions (`voxspec bench forward
 //! --engine burn,native`, ms, one run per model):
@@ -170,7 +172,8 @@
 //! step is arithmetic-bound like the others. On the main job's model (20.7 / 10.4 / 5.3 MB per
 //! step), k = 1 / 8: f32 0.880 / 1.476, bf16 0.513 / 1.272, int8 0.369 / 1.385 ms. A second
 //! thread for the small products at k ≥ 2 (lowering [`matmul`]'s work threshold to 512 Ki
-//! multiply-adds) measured no faster on this machine and was not kept.
+//! multiply-adds) measured no faster on this machine and was not kept then: waking rayon's
+//! parked workers cost what the split saved (the [`team`] later did it with spinning threads).
 //!
 //! ## Attention over the cache, and `exp`
 //!
