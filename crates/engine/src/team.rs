@@ -15,9 +15,10 @@
 //!
 //! Tasks are claimed, not assigned: a helper that is late (parked, or its core taken by another
 //! process) leaves its share to the caller instead of holding the section up. A helper parks
-//! after [`SPIN`] without work, so an idle engine leaves the cores alone. One caller at a time
-//! uses the team; a second concurrent caller (another thread decoding, or a task of a section
-//! that starts a section itself) runs its tasks on its own thread.
+//! after [`SPIN`] without work, so an idle engine leaves the cores alone. The team has one
+//! helper per thread of rayon's pool but one, so `--threads N` bounds it as it bounds rayon.
+//! One caller at a time uses the team; a second concurrent caller (another thread decoding, or
+//! a task of a section that starts a section itself) runs its tasks on its own thread.
 
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -68,7 +69,8 @@ unsafe impl Sync for Team {}
 // SAFETY: as for Sync; the job pointer is only dereferenced under the same protocol.
 unsafe impl Send for Team {}
 
-/// The helper threads there are: one per core but one (`available_parallelism`), at most 15.
+/// The helper threads there are: one per thread of rayon's pool but one (the CLI's `--threads`,
+/// `RAYON_NUM_THREADS`, else one per core), at most 15; fixed at the first use.
 pub fn helpers() -> usize {
     team().map_or(0, |t| t.sleeping.len())
 }
@@ -77,8 +79,10 @@ fn team() -> Option<&'static Team> {
     static TEAM: OnceLock<Option<Team>> = OnceLock::new();
     let team = TEAM
         .get_or_init(|| {
-            let cores = thread::available_parallelism().map_or(1, |n| n.get());
-            let helpers = cores.saturating_sub(1).min(MAX_HELPERS);
+            // As many threads as rayon's pool (`--threads`, `RAYON_NUM_THREADS`, else the cores).
+            let helpers = rayon::current_num_threads()
+                .saturating_sub(1)
+                .min(MAX_HELPERS);
             (helpers > 0).then(|| Team {
                 state: AtomicU64::new(0),
                 done: AtomicUsize::new(0),
@@ -114,9 +118,13 @@ fn team() -> Option<&'static Team> {
 /// finished. With no helpers, or while another thread uses the team, the tasks run here in
 /// order.
 pub fn run(tasks: usize, f: &(dyn Fn(usize) + Sync)) {
-    let team = match team() {
-        Some(team) if (2..=MAX_TASKS).contains(&tasks) => team,
-        _ => return (0..tasks).for_each(f),
+    // Inside a one-thread rayon pool (`--threads 1`, or one installed to measure one core) the
+    // caller works alone.
+    if !(2..=MAX_TASKS).contains(&tasks) || rayon::current_num_threads() <= 1 {
+        return (0..tasks).for_each(f);
+    }
+    let Some(team) = team() else {
+        return (0..tasks).for_each(f);
     };
     if team.busy.swap(true, Ordering::Acquire) {
         return (0..tasks).for_each(f);

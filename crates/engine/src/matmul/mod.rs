@@ -555,7 +555,10 @@ impl PackedLinear {
         } else {
             Kernel::Portable
         };
-        let threads = rayon::current_num_threads().min(team::helpers() + 1);
+        let threads = match rayon::current_num_threads() {
+            1 => 1,
+            threads => threads.min(team::helpers() + 1),
+        };
         let tasks = if threads <= 1 || m * self.k * self.n < PARALLEL_MIN_WORK {
             1
         } else {
