@@ -351,6 +351,27 @@ mod tests {
         assert_eq!(after.load(Ordering::Relaxed), 4);
     }
 
+    /// Inside a one-thread rayon pool (what `--threads 1` sets up) every task runs on the
+    /// caller's thread.
+    #[test]
+    fn a_one_thread_pool_keeps_the_tasks_on_the_caller() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("a one-thread pool");
+        pool.install(|| {
+            let caller = thread::current().id();
+            let elsewhere = AtomicUsize::new(0);
+            run(64, &|_| {
+                if thread::current().id() != caller {
+                    elsewhere.fetch_add(1, Ordering::Relaxed);
+                }
+                thread::sleep(Duration::from_micros(50));
+            });
+            assert_eq!(elsewhere.load(Ordering::Relaxed), 0);
+        });
+    }
+
     /// On a machine with more than one core the helpers really take tasks: in a two-task
     /// section each task waits (up to a second) until both are running at once. Tried a few
     /// times, since another test running at the same time may hold the team.
