@@ -2,7 +2,9 @@
 //! on the Burn model, once per utterance) and the transformer's forward over the prompt, each
 //! timed on its own.
 //!
-//! `cargo run --release -p voxspec-engine --example prefill -- <AR model dir> [text tokens]`
+//! `cargo run --release -p voxspec-engine --example prefill -- <AR model dir> [text tokens]`;
+//! with `BURN_BETWEEN=1` the duration predictor (Burn, on rayon's pool) runs before each MTP
+//! decoding, as a synthesis runs Burn work (NAR, codec) between two sentences.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -88,7 +90,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sampler = SamplerConfig::default();
     let mut decoder = MtpDecoder::new(8)?;
     let (mut model, mut decoding, mut forwards) = (0.0, 0.0, 0);
+    let burn_between = std::env::var_os("BURN_BETWEEN").is_some();
     for _ in 0..reps {
+        if burn_between {
+            // What a synthesis does between two sentences: Burn work on rayon's pool.
+            engine.burn().predict_durations(&text, 1.0)?;
+        }
         let g = decoder.generate(&engine, std::slice::from_ref(&request), &sampler)?;
         let st = &g[0].stats;
         model += st.model_time.as_secs_f64() * 1e3;
