@@ -376,7 +376,7 @@ pub fn attend(
     };
     let scores = &mut scores[..heads * new * keys];
     let ctx = &mut ctx[..heads * new * hd];
-    if keys * new * hd * heads < PARALLEL_MIN_WORK || rayon::current_num_threads() <= 1 {
+    if keys * new * hd * heads < PARALLEL_MIN_WORK {
         for (h, (s, c)) in scores
             .chunks_exact_mut(new * keys)
             .zip(ctx.chunks_exact_mut(new * hd))

@@ -122,11 +122,7 @@ impl NativeMtp {
                 };
                 head.out.forward(input, rows, out);
             };
-            if heads.len() > 1 {
-                team::run(heads.len(), &head_logits);
-            } else {
-                (0..heads.len()).for_each(head_logits);
-            }
+            team::run(heads.len(), &head_logits);
         }
         let mut data = vec![0.0f32; batch * positions * request.heads * vocab];
         for head_index in 0..heads.len() {

@@ -237,7 +237,6 @@ impl Stack {
         };
         let seq_size = heads * capacity * hd;
         let mut m = m;
-        let mut new_rows: Vec<usize> = new.to_vec();
         for (l, layer) in self.layers.iter().enumerate() {
             // Attention sub-layer.
             layer
@@ -266,7 +265,7 @@ impl Stack {
                 // Keep each sequence's last row: its query, residual stream and position.
                 let mut kept = 0;
                 let mut r0 = 0;
-                for (b, &n) in new.iter().enumerate() {
+                for &n in new {
                     if n == 0 {
                         continue;
                     }
@@ -275,7 +274,6 @@ impl Stack {
                         .copy_within(last * 3 * d..(last + 1) * 3 * d, kept * 3 * d);
                     s.x.copy_within(last * d..(last + 1) * d, kept * d);
                     s.rows[kept] = s.rows[last];
-                    new_rows[b] = 1;
                     kept += 1;
                     r0 += n;
                 }
@@ -283,12 +281,13 @@ impl Stack {
                 m = kept;
             }
             let mut r0 = 0;
-            for (b, &n) in new_rows.iter().enumerate() {
-                if n == 0 {
+            for (b, &all) in new.iter().enumerate() {
+                if all == 0 {
                     continue;
                 }
+                let n = if last_only && last_layer { 1 } else { all };
                 // The block's queries are the last `n` of the sequence's `new[b]` positions.
-                let start = lengths[b] + new[b] - n;
+                let start = lengths[b] + all - n;
                 attend(
                     layout,
                     &s.qkv[r0 * 3 * d..],
