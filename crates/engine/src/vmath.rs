@@ -1,6 +1,7 @@
 //! Elementwise math of the engine's hot loops, written so the compiler vectorises it: `exp` as a
-//! branch-free polynomial (libm's `expf` is one call per value, and a decoding step of the main
-//! job's model takes ~60 000 of them in its softmaxes and SwiGLUs), and the slice operations
+//! branch-free polynomial (`voxspec_infer::fastexp::exp`, shared with the sampler; libm's
+//! `expf` is one call per value, and a decoding step of the main job's model takes ~60 000 of
+//! them in its softmaxes and SwiGLUs), and the slice operations
 //! built on it — the attention softmax and SwiGLU — compiled for AVX-512F when the CPU has it.
 //!
 //! Every path computes the same operations in the same order per value (no fused multiply-add,
@@ -13,35 +14,7 @@ use crate::matmul::Kernel;
 /// Lanes of the softmax reductions (one zmm of f32).
 const LANES: usize = 16;
 
-/// `e^x` in f32, branch-free (Cody–Waite range reduction `x = n·ln 2 + r`, `|r| ≤ ln 2 / 2`,
-/// `e^r` by Cephes' degree-6 polynomial, `2^n` through the exponent bits). Relative error below
-/// 3e-7 for `x` in `[-87.3, 88.3]` (tested against f64); inputs below saturate at `e^-87.3`
-/// (≈ 1.2e-38, the smallest normal f32, never a denormal), inputs above at `e^88.3`; NaN stays
-/// NaN.
-#[inline(always)]
-pub fn exp(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    // 1.5 · 2^23: adding it rounds to an integer (to nearest even) in the low mantissa bits.
-    const ROUND: f32 = 12_582_912.0;
-    let xc = x.clamp(-87.3, 88.3);
-    let t = xc * LOG2E + ROUND;
-    let n = t - ROUND;
-    let r = xc - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
-    let er = p * r * r + r + 1.0;
-    // n is the integer in t's low mantissa bits: t = 2^23 · 1.5 + n.
-    let ni = t.to_bits() as i32 - 0x4B40_0000;
-    let scale = f32::from_bits(((ni + 127) << 23) as u32);
-    let y = er * scale;
-    if x.is_nan() { x } else { y }
-}
+pub use voxspec_infer::fastexp::exp;
 
 /// `x · sigmoid(x)` through [`exp`].
 #[inline(always)]
@@ -132,24 +105,6 @@ fn swiglu_body(gate_up: &[f32], ff: usize, out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn exp_is_within_3e7_of_f64() {
-        let mut worst = 0.0f64;
-        let steps = 400_000;
-        for i in 0..=steps {
-            let x = -87.3 + (88.3 + 87.3) * i as f32 / steps as f32;
-            let want = f64::from(x).exp();
-            let rel = ((f64::from(exp(x)) - want) / want).abs();
-            worst = worst.max(rel);
-        }
-        assert!(worst < 3e-7, "worst relative error {worst:e}");
-        assert_eq!(exp(0.0), 1.0);
-        assert!(exp(-1e4) > 0.0 && exp(-1e4) < 1.3e-38);
-        assert!(exp(1e4).is_finite() && exp(1e4) > 1e38);
-        assert!(exp(f32::NAN).is_nan());
-        assert!(exp(f32::NEG_INFINITY) < 1.3e-38);
-    }
 
     #[test]
     fn silu_saturates_both_ways() {

@@ -22,6 +22,7 @@
 pub mod ar;
 pub mod decoder;
 pub mod error;
+pub mod fastexp;
 pub mod frames;
 pub mod lm;
 pub mod mtp;

@@ -60,7 +60,9 @@ use crate::decoder::{
 };
 use crate::error::{InferError, Result};
 use crate::lm::{LanguageModel, Logits, LogitsRequest};
-use crate::sampler::{SamplerConfig, log_softmax, normalize, sample, top_k_indices};
+use crate::sampler::{
+    LogNormalizer, SamplerConfig, log_normalizer, log_softmax, normalize, sample, top_k_indices,
+};
 use crate::transitions::Transitions;
 use crate::viterbi::{Viterbi, ViterbiConfig, absorb_after, union_candidates};
 
@@ -73,6 +75,15 @@ pub(crate) struct PathSelection {
     /// Scratch: `log S` `[heads, m]` and `log Q` `[m, m]`.
     log_s: Vec<f32>,
     log_q: Vec<f32>,
+    /// Scratch of the exponential pass of a head's log-normalizer.
+    scratch: Vec<f32>,
+}
+
+/// A head's log-probabilities: its scores and their normalizer, or (when no score is finite)
+/// the whole log-softmax.
+enum HeadLogS {
+    Normalized(Vec<f32>, LogNormalizer),
+    Full(Vec<f32>),
 }
 
 /// Multi-token prediction with `heads` heads per forward, each head sampled on its own or the
@@ -181,6 +192,7 @@ impl PathSelection {
             solver: Viterbi::new(),
             log_s: Vec::new(),
             log_q: Vec::new(),
+            scratch: Vec::new(),
         })
     }
 
@@ -226,7 +238,9 @@ impl PathSelection {
             sampler.temperature
         };
         let mut per_head = Vec::with_capacity(rows.len());
-        let mut log_s_full = Vec::with_capacity(rows.len());
+        // Per head its penalised scores and what turns one into a log-probability: only the
+        // candidates' log-probabilities are needed, not the whole log-softmax.
+        let mut log_s_heads = Vec::with_capacity(rows.len());
         for (&row, &banned) in rows.iter().zip(banned) {
             let scores = sampler.penalised(row, history, banned);
             let candidates = if sampler.is_greedy() {
@@ -237,14 +251,21 @@ impl PathSelection {
                 draw_candidates(sampler, row, history, banned, self.config.top_k, rng)
             };
             per_head.push(candidates);
-            log_s_full.push(log_softmax(&scores, temperature));
+            self.scratch.resize(scores.len(), 0.0);
+            let log_s = match log_normalizer(&scores, temperature, &mut self.scratch) {
+                Some(norm) => HeadLogS::Normalized(scores, norm),
+                None => HeadLogS::Full(log_softmax(&scores, temperature)),
+            };
+            log_s_heads.push(log_s);
         }
         let candidates = union_candidates(&per_head);
         let m = candidates.len();
         self.log_s.clear();
-        for log_s in &log_s_full {
-            self.log_s
-                .extend(candidates.iter().map(|&t| log_s[t as usize]));
+        for log_s in &log_s_heads {
+            self.log_s.extend(candidates.iter().map(|&t| match log_s {
+                HeadLogS::Normalized(scores, norm) => norm.log_prob(scores[t as usize]),
+                HeadLogS::Full(full) => full[t as usize],
+            }));
         }
         self.transitions.block(&candidates, &mut self.log_q);
         let mut prior: Option<Vec<f32>> = match history.last() {

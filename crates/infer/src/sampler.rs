@@ -9,6 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::error::{InferError, Result};
+use crate::fastexp::{exp_shifted, finite_max};
 
 /// Repetition-aware sampling (CosyVoice, Du et al. 2024): when the token drawn already fills at
 /// least `window · ratio` of the last `window` tokens, draw again from the unfiltered
@@ -159,7 +160,12 @@ impl SamplerConfig {
 
     /// Applies top-k then top-p to a distribution and renormalises it.
     fn truncate(&self, mut probs: Vec<f32>) -> Vec<f32> {
-        if self.top_k > 0 && self.top_k < probs.len() {
+        let by_k = self.top_k > 0 && self.top_k < probs.len();
+        if !by_k && self.top_p >= 1.0 {
+            // Nothing cut: the softmax is normalised already.
+            return probs;
+        }
+        if by_k {
             let mut keep = vec![false; probs.len()];
             for i in top_k_indices(&probs, self.top_k) {
                 keep[i as usize] = true;
@@ -271,14 +277,12 @@ pub fn top_k_indices(values: &[f32], k: usize) -> Vec<u32> {
     indices
 }
 
-/// Softmax of `logits / temperature` (temperature > 0), computed stably: shifted by the maximum, f32 `exp`, the sum in f64.
+/// Softmax of `logits / temperature` (temperature > 0), computed stably: shifted by the
+/// maximum, [`fastexp::exp`](crate::fastexp::exp) (relative error < 3e-7; a shifted score below
+/// −87.3, −∞ among them, gives 0), the sum in f64.
 pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
     let t = f64::from(temperature);
-    let max = logits
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
+    let max = finite_max(logits);
     if !max.is_finite() {
         // Nothing finite: uniform over the finite-or-not entries that are not -inf.
         let mut probs: Vec<f32> = logits
@@ -288,11 +292,9 @@ pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
         normalize(&mut probs);
         return probs;
     }
-    // f32 `exp` (the arguments are ≤ 0, the results in (0, 1]: f32's precision is what the
-    // probabilities are stored in anyway), summed in f64.
     let inv_t = (1.0 / t) as f32;
-    let mut probs: Vec<f32> = logits.iter().map(|&v| ((v - max) * inv_t).exp()).collect();
-    let total: f64 = probs.iter().map(|&e| f64::from(e)).sum();
+    let mut probs = vec![0.0f32; logits.len()];
+    let total = exp_shifted(logits, max, inv_t, &mut probs);
     let inv_total = (1.0 / total) as f32;
     for p in &mut probs {
         *p *= inv_total;
@@ -303,37 +305,66 @@ pub fn softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
 /// Log-softmax of `logits / temperature` (temperature > 0), computed stably (as [`softmax`]); −∞ stays
 /// −∞. When no entry is finite, every entry that is not −∞ gets the same finite value.
 pub fn log_softmax(logits: &[f32], temperature: f32) -> Vec<f32> {
-    let t = f64::from(temperature);
-    let max = logits
-        .iter()
-        .copied()
-        .filter(|v| v.is_finite())
-        .fold(f32::NEG_INFINITY, f32::max);
-    if !max.is_finite() {
-        return softmax(logits, temperature)
+    let mut out = vec![0.0f32; logits.len()];
+    match log_normalizer(logits, temperature, &mut out) {
+        Some(norm) => {
+            for (o, &v) in out.iter_mut().zip(logits) {
+                *o = norm.log_prob(v);
+            }
+            out
+        }
+        None => softmax(logits, temperature)
             .into_iter()
             .map(|p| if p > 0.0 { p.ln() } else { f32::NEG_INFINITY })
-            .collect();
+            .collect(),
     }
-    let inv_t = (1.0 / t) as f32;
-    let mut shifted: Vec<f32> = logits.iter().map(|&v| (v - max) * inv_t).collect();
-    let log_total = shifted
-        .iter()
-        .map(|&s| f64::from(s.exp()))
-        .sum::<f64>()
-        .ln() as f32;
-    for s in &mut shifted {
-        *s -= log_total;
+}
+
+/// What turns a score into its log-softmax probability: `(v − max) · inv_t − log_total`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogNormalizer {
+    max: f32,
+    inv_t: f32,
+    log_total: f32,
+}
+
+impl LogNormalizer {
+    /// The log-probability of score `v` (one of the scores the normalizer was computed from).
+    pub fn log_prob(&self, v: f32) -> f32 {
+        (v - self.max) * self.inv_t - self.log_total
     }
-    shifted
+}
+
+/// The [`LogNormalizer`] of `logits / temperature` (one exponential pass into `scratch`, which
+/// must hold `logits.len()` values), so that only the entries a caller needs are turned into
+/// log-probabilities; [`log_softmax`] is `log_prob` of every entry. `None` when no entry is
+/// finite (see [`log_softmax`] for that case).
+pub fn log_normalizer(
+    logits: &[f32],
+    temperature: f32,
+    scratch: &mut [f32],
+) -> Option<LogNormalizer> {
+    let max = finite_max(logits);
+    if !max.is_finite() {
+        return None;
+    }
+    let inv_t = (1.0 / f64::from(temperature)) as f32;
+    let total = exp_shifted(logits, max, inv_t, &mut scratch[..logits.len()]);
+    Some(LogNormalizer {
+        max,
+        inv_t,
+        log_total: total.ln() as f32,
+    })
 }
 
 /// Scales `probs` to sum to 1 (left as is when the sum is 0).
 pub fn normalize(probs: &mut [f32]) {
     let total: f64 = probs.iter().map(|&p| f64::from(p)).sum();
     if total > 0.0 {
+        // One division, then products (a division per value cost more than the draw itself).
+        let inv = 1.0 / total;
         for p in probs.iter_mut() {
-            *p = (f64::from(*p) / total) as f32;
+            *p = (f64::from(*p) * inv) as f32;
         }
     }
 }
