@@ -31,6 +31,7 @@ pub(crate) struct Bf16Row(pub(crate) [u16; NR]);
 
 /// `v` rounded to bf16 (nearest, ties to even); NaN stays a (quiet) NaN, ±∞ stays ±∞, and
 /// finite values past bf16's largest round to ±∞ as IEEE rounding does.
+#[inline]
 pub fn f32_to_bf16(v: f32) -> u16 {
     let bits = v.to_bits();
     if v.is_nan() {
@@ -41,6 +42,7 @@ pub fn f32_to_bf16(v: f32) -> u16 {
 }
 
 /// The f32 a bf16 value stands for (exact).
+#[inline]
 pub fn bf16_to_f32(b: u16) -> f32 {
     f32::from_bits(u32::from(b) << 16)
 }
