@@ -6,7 +6,8 @@
 //! - [`Decoder`]: `generate(model, requests, sampler) -> Vec<Generation>`; every strategy
 //!   lives in its own module.
 //! - [`sampler`]: temperature, top-k, top-p, repetition penalty, repetition-aware sampling,
-//!   seeded per sequence.
+//!   seeded per sequence; its softmaxes run on [`fastexp`], a branch-free `exp` the compiler
+//!   vectorises (the native engine's too).
 //! - Decoders: [`ArDecoder`] (one token per forward), [`MtpDecoder`] (k heads per forward, each
 //!   sampled on its own or the block chosen by [`viterbi`] path selection over [`Transitions`]).
 //! - [`TableLm`]: a deterministic toy model for tests and overhead measurements.

@@ -339,6 +339,9 @@ impl LogNormalizer {
 /// must hold `logits.len()` values), so that only the entries a caller needs are turned into
 /// log-probabilities; [`log_softmax`] is `log_prob` of every entry. `None` when no entry is
 /// finite (see [`log_softmax`] for that case).
+///
+/// # Panics
+/// When `scratch` is shorter than `logits`.
 pub fn log_normalizer(
     logits: &[f32],
     temperature: f32,
