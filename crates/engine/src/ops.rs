@@ -1,6 +1,9 @@
 //! Row-wise operations of the transformer, each computed the way `voxspec-nn` (Burn) computes
 //! it so the engine matches it to rounding: RMSNorm and LayerNorm over the last axis, rotary
 //! positions in the half-split layout, GELU (erf form); SiLU and SwiGLU live in [`crate::vmath`].
+//! The norms and RoPE run compiled for AVX-512F when the CPU has it (as `vmath`'s slices do).
+
+use crate::matmul::Kernel;
 
 /// Parameters of one normalisation layer.
 #[derive(Debug, Clone)]
@@ -29,11 +32,29 @@ impl NormWeights {
     /// # Shapes
     /// - `x`, `out`: `[rows, d]` row-major, `d` the norm's width
     pub fn forward(&self, x: &[f32], out: &mut [f32]) {
+        match Kernel::detect().widening() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
+            Kernel::Avx512 => unsafe { self.forward_avx512(x, out) },
+            _ => self.forward_body(x, out),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn forward_avx512(&self, x: &[f32], out: &mut [f32]) {
+        self.forward_body(x, out);
+    }
+
+    /// The row sums run in [`LANES`] partial sums (a single running sum keeps the compiler
+    /// from vectorising: one add per value, each waiting for the last).
+    #[inline(always)]
+    fn forward_body(&self, x: &[f32], out: &mut [f32]) {
         match self {
             NormWeights::Rms { gamma, eps } => {
                 let d = gamma.len();
                 for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-                    let ms = xr.iter().map(|v| v * v).sum::<f32>() / d as f32;
+                    let ms = lane_sum(xr, |v| v * v) / d as f32;
                     let rms = (ms + eps).sqrt();
                     for ((o, &v), &g) in or.iter_mut().zip(xr).zip(gamma) {
                         *o = v / rms * g;
@@ -43,8 +64,8 @@ impl NormWeights {
             NormWeights::Layer { gamma, beta, eps } => {
                 let d = gamma.len();
                 for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-                    let mean = xr.iter().sum::<f32>() / d as f32;
-                    let var = xr.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+                    let mean = lane_sum(xr, |v| v) / d as f32;
+                    let var = lane_sum(xr, |v| (v - mean) * (v - mean)) / d as f32;
                     let inv = 1.0 / (var + eps).sqrt();
                     for (((o, &v), &g), &b) in or.iter_mut().zip(xr).zip(gamma).zip(beta) {
                         *o = (v - mean) * inv * g + b;
@@ -53,6 +74,25 @@ impl NormWeights {
             }
         }
     }
+}
+
+/// Partial sums of the row reductions (one zmm of f32).
+const LANES: usize = 16;
+
+/// `Σ f(v)` over `xs` in [`LANES`] partial sums, added in order at the end.
+#[inline(always)]
+fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut chunks = xs.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += f(v);
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += f(v);
+    }
+    acc.iter().sum()
 }
 
 pub use crate::vmath::{silu, swiglu};
@@ -100,15 +140,34 @@ impl RopeTables {
     /// # Shapes
     /// - `x`: `[heads · head_dim]`
     pub fn apply(&self, x: &mut [f32], pos: usize) {
+        match Kernel::detect().widening() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
+            Kernel::Avx512 => unsafe { self.apply_avx512(x, pos) },
+            _ => self.apply_body(x, pos),
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn apply_avx512(&self, x: &mut [f32], pos: usize) {
+        self.apply_body(x, pos);
+    }
+
+    #[inline(always)]
+    fn apply_body(&self, x: &mut [f32], pos: usize) {
         let hd = self.head_dim;
         let half = hd / 2;
         let cos = &self.cos[pos * hd..(pos + 1) * hd];
         let sin = &self.sin[pos * hd..(pos + 1) * hd];
+        let (cos_a, cos_b) = cos.split_at(half);
+        let (sin_a, sin_b) = sin.split_at(half);
         for head in x.chunks_exact_mut(hd) {
+            let (first, second) = head.split_at_mut(half);
             for i in 0..half {
-                let (a, b) = (head[i], head[i + half]);
-                head[i] = a * cos[i] + b * sin[i];
-                head[i + half] = b * cos[i + half] + a * sin[i + half];
+                let (a, b) = (first[i], second[i]);
+                first[i] = a * cos_a[i] + b * sin_a[i];
+                second[i] = b * cos_b[i] + a * sin_b[i];
             }
         }
     }
