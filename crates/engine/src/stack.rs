@@ -18,7 +18,7 @@ use voxspec_nn::{MlpKind, Norm, Positions, Transformer, TransformerConfig};
 use crate::attention::{HeadLayout, attend};
 use crate::cache::{NativeCache, ensure};
 use crate::error::{EngineError, Result};
-use crate::matmul::{PackedLinear, WeightFormat};
+use crate::matmul::{NR, PackedLinear, WeightFormat};
 use crate::ops::{NormWeights, RopeTables, gelu, swiglu};
 
 #[derive(Debug, Clone)]
@@ -36,7 +36,8 @@ pub(crate) struct Layer {
     /// `d → d`.
     out: PackedLinear,
     mlp_norm: NormWeights,
-    /// `d → 2·d_ff` (`[gate | up]`, SwiGLU) or `d → d_ff` (GELU).
+    /// `d → 2·d_ff` (SwiGLU: gate and up interleaved by 32-column panel when `d_ff` is a
+    /// multiple of 32, else `[gate | up]`; see [`gate_up`]) or `d → d_ff` (GELU).
     gate_up: PackedLinear,
     /// `d_ff → d`.
     down: PackedLinear,
@@ -61,6 +62,9 @@ pub(crate) struct Stack {
     pub(crate) d_ff: usize,
     pub(crate) max_seq_len: usize,
     swiglu: bool,
+    /// SwiGLU with gate and up interleaved by panel: each task of the product finishes its
+    /// own columns ([`PackedLinear::forward_swiglu`]).
+    interleaved: bool,
     causal: bool,
     positions: PositionTables,
     pub(crate) layers: Vec<Layer>,
@@ -99,7 +103,7 @@ impl Stack {
                 out: linear(&block.attention.out, &name("attention.out"))?,
                 mlp_norm: norm(&block.mlp_norm, eps, &name("mlp_norm"))?,
                 gate_up: match &mlp.gate {
-                    Some(gate) => gate_up(gate, &mlp.up, &name("mlp"))?,
+                    Some(gate) => gate_up(gate, &mlp.up, &name("mlp"), interleave(d_ff))?,
                     None => linear(&mlp.up, &name("mlp.up"))?,
                 },
                 down: linear(&mlp.down, &name("mlp.down"))?,
@@ -112,6 +116,7 @@ impl Stack {
             d_ff,
             max_seq_len: t.max_seq_len(),
             swiglu,
+            interleaved: swiglu && interleave(d_ff),
             causal: t.is_causal(),
             positions,
             layers,
@@ -309,11 +314,14 @@ impl Stack {
 
             // MLP sub-layer.
             layer.mlp_norm.forward(&s.x[..m * d], &mut s.h[..m * d]);
-            layer.gate_up.forward(&s.h, m, &mut s.gate_up);
             let act = &mut s.act[..m * self.d_ff];
-            if self.swiglu {
+            if self.interleaved {
+                layer.gate_up.forward_swiglu(&s.h, m, &mut s.gate_up, act);
+            } else if self.swiglu {
+                layer.gate_up.forward(&s.h, m, &mut s.gate_up);
                 swiglu(&s.gate_up[..m * ff_width], self.d_ff, act);
             } else {
+                layer.gate_up.forward(&s.h, m, &mut s.gate_up);
                 for (a, &u) in act.iter_mut().zip(&s.gate_up[..m * self.d_ff]) {
                     *a = gelu(u);
                 }
@@ -353,8 +361,20 @@ pub(crate) fn linear(l: &Linear, name: &str) -> Result<PackedLinear> {
     PackedLinear::new(&w, k, n, bias)
 }
 
-/// SwiGLU's gate and up projections as one `[d, 2·d_ff]` product, `[gate | up]` per row.
-pub(crate) fn gate_up(gate: &Linear, up: &Linear, name: &str) -> Result<PackedLinear> {
+/// Whether a SwiGLU layer of width `d_ff` packs gate and up interleaved by panel.
+fn interleave(d_ff: usize) -> bool {
+    d_ff.is_multiple_of(NR)
+}
+
+/// SwiGLU's gate and up projections as one `[d, 2·d_ff]` product: with `interleaved` the
+/// columns alternate in blocks of 32 (`[g₀ | u₀ | g₁ | u₁ | …]`, so a product split by panel
+/// pairs holds both halves of its SwiGLU outputs; `d_ff` a multiple of 32), else `[gate | up]`.
+pub(crate) fn gate_up(
+    gate: &Linear,
+    up: &Linear,
+    name: &str,
+    interleaved: bool,
+) -> Result<PackedLinear> {
     let [k, n] = up.weight.val().dims();
     let (g, u) = (
         read_param(&gate.weight, name)?,
@@ -365,15 +385,35 @@ pub(crate) fn gate_up(gate: &Linear, up: &Linear, name: &str) -> Result<PackedLi
             detail: format!("{name}: gate and up differ in shape"),
         });
     }
+    if interleaved && !n.is_multiple_of(NR) {
+        return Err(EngineError::Model {
+            detail: format!("{name}: an MLP width of {n} cannot interleave by {NR} columns"),
+        });
+    }
+    // One row of the packed weight (or the bias) from the gate's and up's rows.
+    let join = |g: &[f32], u: &[f32], out: &mut Vec<f32>| {
+        if interleaved {
+            for (gb, ub) in g.chunks_exact(NR).zip(u.chunks_exact(NR)) {
+                out.extend_from_slice(gb);
+                out.extend_from_slice(ub);
+            }
+        } else {
+            out.extend_from_slice(g);
+            out.extend_from_slice(u);
+        }
+    };
     let mut w = Vec::with_capacity(2 * k * n);
     for row in 0..k {
-        w.extend_from_slice(&g[row * n..(row + 1) * n]);
-        w.extend_from_slice(&u[row * n..(row + 1) * n]);
+        join(
+            &g[row * n..(row + 1) * n],
+            &u[row * n..(row + 1) * n],
+            &mut w,
+        );
     }
     let bias = match (&gate.bias, &up.bias) {
         (Some(gb), Some(ub)) => {
-            let mut b = read_param(gb, name)?;
-            b.extend(read_param(ub, name)?);
+            let mut b = Vec::with_capacity(2 * n);
+            join(&read_param(gb, name)?, &read_param(ub, name)?, &mut b);
             Some(b)
         }
         (None, None) => None,

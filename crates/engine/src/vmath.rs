@@ -47,6 +47,46 @@ pub fn swiglu(gate_up: &[f32], ff: usize, out: &mut [f32]) {
     }
 }
 
+/// SwiGLU on a row whose gate and up columns alternate in blocks of `block`:
+/// `[g₀ | u₀ | g₁ | u₁ | …]` → `out = [silu(g₀)·u₀ | silu(g₁)·u₁ | …]`.
+///
+/// # Shapes
+/// - `gate_up`: `[2·blocks·block]`
+/// - `out`: `[blocks·block]`
+pub fn swiglu_interleaved(gate_up: &[f32], block: usize, out: &mut [f32]) {
+    match Kernel::detect().widening() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
+        Kernel::Avx512 => unsafe { swiglu_interleaved_avx512(gate_up, block, out) },
+        _ => swiglu_interleaved_body(gate_up, block, out),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn swiglu_interleaved_avx512(gate_up: &[f32], block: usize, out: &mut [f32]) {
+    swiglu_interleaved_body(gate_up, block, out);
+}
+
+#[inline(always)]
+fn swiglu_interleaved_body(gate_up: &[f32], block: usize, out: &mut [f32]) {
+    for (gu, o) in gate_up
+        .chunks_exact(2 * block)
+        .zip(out.chunks_exact_mut(block))
+    {
+        let (g, u) = gu.split_at(block);
+        silu_mul(g, u, o);
+    }
+}
+
+/// `out[i] = silu(gate[i]) · up[i]`.
+#[inline(always)]
+fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = silu(g) * u;
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn softmax_avx512(s: &mut [f32], scale: f32) {
@@ -96,9 +136,7 @@ fn softmax_body(s: &mut [f32], scale: f32) {
 fn swiglu_body(gate_up: &[f32], ff: usize, out: &mut [f32]) {
     for (gu, o) in gate_up.chunks_exact(2 * ff).zip(out.chunks_exact_mut(ff)) {
         let (g, u) = gu.split_at(ff);
-        for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
-            *o = silu(g) * u;
-        }
+        silu_mul(g, u, o);
     }
 }
 

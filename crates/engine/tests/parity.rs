@@ -55,6 +55,17 @@ fn cases() -> Vec<Case> {
             config: MtpConfig::new(10, 8, gpt2).with_n_heads(3),
             aligned: false,
         },
+        // An MLP width that is not a multiple of 32: SwiGLU's gate and up stay `[gate | up]`
+        // and SwiGLU runs after the product (the other SwiGLU cases interleave them).
+        Case {
+            name: "swiglu-width-40",
+            config: MtpConfig::new(
+                10,
+                8,
+                TransformerConfig::tiny().with_dropout(0.0).with_d_ff(40),
+            ),
+            aligned: false,
+        },
     ]
 }
 
