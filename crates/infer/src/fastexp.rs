@@ -69,15 +69,37 @@ fn exp_shifted_body(v: &[f32], max: f32, inv_t: f32, out: &mut [f32]) -> f64 {
         let s = (x - max) * inv_t;
         *o = if s < UNDERFLOW { 0.0 } else { exp(s) };
     }
+    sum_f64_body(out)
+}
+
+/// `Σ v` in f64, in [`LANES`] partial sums added in order at the end (a single running sum
+/// waits on each add).
+pub(crate) fn sum_f64(v: &[f32]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked just above).
+        return unsafe { sum_f64_avx512(v) };
+    }
+    sum_f64_body(v)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn sum_f64_avx512(v: &[f32]) -> f64 {
+    sum_f64_body(v)
+}
+
+#[inline(always)]
+fn sum_f64_body(v: &[f32]) -> f64 {
     let mut sum = [0.0f64; LANES];
-    let mut chunks = out.chunks_exact(LANES);
+    let mut chunks = v.chunks_exact(LANES);
     for c in &mut chunks {
-        for (acc, &o) in sum.iter_mut().zip(c) {
-            *acc += f64::from(o);
+        for (acc, &x) in sum.iter_mut().zip(c) {
+            *acc += f64::from(x);
         }
     }
-    for (acc, &o) in sum.iter_mut().zip(chunks.remainder()) {
-        *acc += f64::from(o);
+    for (acc, &x) in sum.iter_mut().zip(chunks.remainder()) {
+        *acc += f64::from(x);
     }
     sum.iter().sum()
 }

@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::error::{InferError, Result};
-use crate::fastexp::{exp_shifted, finite_max};
+use crate::fastexp::{exp_shifted, finite_max, sum_f64};
 
 /// Repetition-aware sampling (CosyVoice, Du et al. 2024): when the token drawn already fills at
 /// least `window · ratio` of the last `window` tokens, draw again from the unfiltered
@@ -362,7 +362,7 @@ pub fn log_normalizer(
 
 /// Scales `probs` to sum to 1 (left as is when the sum is 0).
 pub fn normalize(probs: &mut [f32]) {
-    let total: f64 = probs.iter().map(|&p| f64::from(p)).sum();
+    let total = sum_f64(probs);
     if total > 0.0 {
         // One division, then products (a division per value cost more than the draw itself).
         let inv = 1.0 / total;
@@ -375,7 +375,13 @@ pub fn normalize(probs: &mut [f32]) {
 /// Draws an index from a distribution summing to 1 by inverting its CDF with one uniform draw.
 /// Zero-probability entries are never drawn.
 pub fn sample(probs: &[f32], rng: &mut StdRng) -> u32 {
-    let u: f64 = rng.random::<f64>();
+    sample_scaled(probs, 1.0, rng)
+}
+
+/// [`sample`] from weights that sum to `mass` (> 0) instead of 1: the uniform draw is scaled
+/// by it, so a distribution with entries removed need not be renormalised first.
+pub fn sample_scaled(probs: &[f32], mass: f64, rng: &mut StdRng) -> u32 {
+    let u: f64 = rng.random::<f64>() * mass;
     let mut acc = 0.0f64;
     let mut last_positive = 0;
     for (i, &p) in probs.iter().enumerate() {
