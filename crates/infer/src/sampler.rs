@@ -158,7 +158,8 @@ impl SamplerConfig {
         scores
     }
 
-    /// Applies top-k then top-p to a distribution and renormalises it.
+    /// Applies top-k then top-p to a distribution and renormalises it when either cut
+    /// something (a softmax is normalised already).
     fn truncate(&self, mut probs: Vec<f32>) -> Vec<f32> {
         let by_k = self.top_k > 0 && self.top_k < probs.len();
         if !by_k && self.top_p >= 1.0 {
