@@ -11,7 +11,8 @@
 #                         duration predictor) when the manifests carry phone alignments
 #   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps)
 #   stage 6  bench        decoders side by side on test sentences: TPT, speedup over AR, tokens
-#                         per forward, forced-choice accuracy and CER (CTC teacher), NLL
+#                         per forward, forced-choice accuracy and CER (CTC teacher), NLL, and on
+#                         the native engine AR on Burn beside it (--bench-engine)
 #                         → <exp>/bench (JSON, table, PNGs)
 #   stage 7  export       self-contained model card of the AR model (+ transitions)
 #
@@ -40,11 +41,12 @@ preset=""
 teacher=""
 bench_utterances=""
 bench_heads=""
+bench_engine=""
 force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -74,6 +76,11 @@ Usage: $0 [options]
   --bench-utterances N test sentences the bench synthesises with every decoder (default 60: all
                        of minitts's test split; forced choice is among every test transcript)
   --bench-heads LIST   head counts the bench compares (default 1,2,4,8 up to --heads)
+  --bench-engine E     engine of the bench's decoders: native-bf16 (default on the CPU: the
+                       native engine with bf16 weights), native (f32), native-int8, or burn
+                       (default with a GPU --device); with a native engine the bench also runs AR
+                       on Burn on every sentence, so its table shows the engine's speed-up over
+                       Burn measured in the same run
   --preset NAME        model size: tiny, small (minitts default) or base (LibriTTS default)
   --force-stage NAME   rerun a finished stage (repeatable): prepare, tokenizer, ...
   -v                   more logging from voxspec
@@ -107,6 +114,7 @@ while [ $# -gt 0 ]; do
     --teacher) teacher="$2"; shift 2 ;;
     --bench-utterances) bench_utterances="$2"; shift 2 ;;
     --bench-heads) bench_heads="$2"; shift 2 ;;
+    --bench-engine) bench_engine="$2"; shift 2 ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
     -v|-vv|-vvv) verbose+=("$1"); shift ;;
     -h|--help) usage; exit 0 ;;
@@ -138,6 +146,11 @@ bench_utterances="${bench_utterances:-60}"
 if [ -z "$bench_heads" ]; then
   bench_heads=$(for k in 1 2 4 8; do [ "$k" -le "$heads" ] && echo "$k"; done | paste -sd, -)
 fi
+if [ -z "$bench_engine" ]; then
+  case "${device:-cpu}" in cpu) bench_engine=native-bf16 ;; *) bench_engine=burn ;; esac
+fi
+bench_baseline=()
+case "$bench_engine" in native*) bench_baseline=(--baseline-engine burn) ;; esac
 [ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
 
 global=("${verbose[@]}")
@@ -243,11 +256,12 @@ fi
 
 if run_stage 6 bench; then
   if [ -f "$exp/ar/model.safetensors" ] && [ -f "$exp/nar/model.safetensors" ] && [ -f "$codec/config.json" ]; then
-    log "Stage 6 (bench): every decoder on $bench_utterances test sentences → $exp/bench"
+    log "Stage 6 (bench): every decoder on $bench_utterances test sentences ($bench_engine) → $exp/bench"
     cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
     "$voxspec" "${global[@]}" bench decode --exp "$exp" --codec "$codec" --data "$exp/data" \
       --max-utterances "$bench_utterances" --heads "$bench_heads" --top-k 3 \
-      --self-spec --gammas 3 --betas 0,0.4 --group-sizes 4.5 "${cer[@]}" --out "$exp/bench"
+      --self-spec --gammas 3 --betas 0,0.4 --group-sizes 4.5 "${cer[@]}" --out "$exp/bench" \
+      --engine "$bench_engine" "${bench_baseline[@]+"${bench_baseline[@]}"}"
     touch "$done_dir/bench.done"
   else
     missing+=("6:bench (needs the AR and NAR models and the codec)")

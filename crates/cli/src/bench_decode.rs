@@ -11,8 +11,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use voxspec_teacher::CtcTeacher;
 use voxspec_tts::{
-    BenchSettings, DecodeRow, DecoderGrid, DecoderParts, DecoderSpec, Judge, Pipeline, RuleSpec,
-    TtsError, load_draft, run_decode_bench,
+    Baseline, BenchSettings, DecodeRow, DecoderGrid, DecoderParts, DecoderSpec, EngineKind, Judge,
+    ModelPaths, Pipeline, RuleSpec, TtsError, load_draft, run_decode_bench,
 };
 
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
@@ -77,6 +77,11 @@ pub struct DecodeBenchArgs {
     /// [default: <EXP>/bench].
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Also decode every sentence with AR on this engine (e.g. `burn` beside a native engine),
+    /// right before the decoders: the engines' AR compared in the same run, sentence by
+    /// sentence (row `ar [ENGINE]`, and the AR's speed-up over it)
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    baseline_engine: Option<EngineKind>,
 }
 
 pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
@@ -107,7 +112,31 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
     let sampler = args.sampling.config()?;
     let paths = args.models.paths();
+    if args.baseline_engine == Some(paths.engine) {
+        bail!(
+            "--baseline-engine {} is the engine the benchmark runs on (--engine); name another",
+            paths.engine.name()
+        );
+    }
     let pipeline = Pipeline::load(&paths, &device)?;
+    let baseline_pipeline = match args.baseline_engine {
+        Some(engine) => Some(
+            Pipeline::load(
+                &ModelPaths {
+                    engine,
+                    ..paths.clone()
+                },
+                &device,
+            )
+            .with_context(|| {
+                format!(
+                    "loading the models on the baseline engine {}",
+                    engine.name()
+                )
+            })?,
+        ),
+        None => None,
+    };
     let (manifest, split_utterances) = args.sentences.read(&args.models.exp)?;
     let utterances: Vec<_> = split_utterances
         .iter()
@@ -156,12 +185,20 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         lengths: args.lengths.lengths(),
         seed: args.seed,
     };
+    let baseline = match (&baseline_pipeline, args.baseline_engine) {
+        (Some(p), Some(engine)) => Some(Baseline {
+            pipeline: p,
+            engine: engine.name(),
+        }),
+        _ => None,
+    };
     let report = run_decode_bench(
         &pipeline,
         &specs,
         &parts,
         &utterances,
         judge.as_ref(),
+        baseline,
         &settings,
         &Bar::new(),
     )?;
@@ -198,12 +235,18 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             "length_norm": j.length_norm(),
         })),
         "rows": rows,
+        "baseline": report.baseline.as_ref().map(|b| serde_json::json!({
+            "engine": args.baseline_engine.map(EngineKind::name),
+            "row": b,
+            "ar_speedup_over_baseline": b.tpt_ms / rows[0].tpt_ms.max(1e-12),
+        })),
     });
     let json_path = out_dir.join("bench-decode.json");
     voxspec_data::write_atomic(&json_path, serde_json::to_string_pretty(&json)?.as_bytes())
         .with_context(|| format!("writing {}", json_path.display()))?;
     let chance = judge.as_ref().map(|j| (j.candidates(), j.chance()));
-    let table = markdown(rows, costs, utterances.len(), chance);
+    let baseline_row = report.baseline.as_ref().map(|b| (b, paths.engine.name()));
+    let table = markdown(rows, baseline_row, costs, utterances.len(), chance);
     let md_path = out_dir.join("bench-decode.md");
     voxspec_data::write_atomic(&md_path, table.as_bytes())
         .with_context(|| format!("writing {}", md_path.display()))?;
@@ -347,8 +390,11 @@ fn fmt_opt(v: Option<f64>, scale: f64, digits: usize) -> String {
 
 /// The markdown report: the decoder table, the forced-choice chance line (`chance` = number
 /// of candidates and 1 / that, when a teacher scored) and the forward-cost line.
+/// The markdown table, AR first and the baseline engine's AR (with the engine the rows ran on)
+/// right after it.
 fn markdown(
     rows: &[DecodeRow],
+    baseline: Option<(&DecodeRow, &str)>,
     costs: &[f64],
     utterances: usize,
     chance: Option<(usize, f64)>,
@@ -358,7 +404,12 @@ fn markdown(
         "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | ID (%) | NLL \
          | EOS stops |\n|---|---|---|---|---|---|---|---|---|\n",
     );
-    for r in rows {
+    let ordered = rows
+        .iter()
+        .take(1)
+        .chain(baseline.map(|(b, _)| b))
+        .chain(rows.iter().skip(1));
+    for r in ordered {
         s.push_str(&format!(
             "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {} | {}/{} |\n",
             r.label,
@@ -382,6 +433,16 @@ fn markdown(
         .enumerate()
         .map(|(i, c)| format!("k={}: {:.2}", i + 1, c / costs[0]))
         .collect();
+    if let (Some((b, engine)), Some(ar)) = (baseline, rows.first()) {
+        s.push_str(&format!(
+            "\nAR on {engine}: {:.3} ms per token, {:.2}x faster than `{}` ({:.3} ms), every \
+             sentence decoded by both in this run.\n",
+            ar.tpt_ms,
+            b.tpt_ms / ar.tpt_ms.max(1e-12),
+            b.label,
+            b.tpt_ms
+        ));
+    }
     if let Some((n, p)) = chance {
         s.push_str(&format!(
             "\nID: forced-choice sentence identification by the CTC teacher among all {n} \

@@ -309,6 +309,7 @@ fn baseline_row(
         &DecoderParts::default(),
         utterances,
         Some(judge),
+        None,
         &settings,
         &Bar::new(),
     )?;

@@ -334,23 +334,53 @@ fn synthesize_and_bench_every_decoder() {
     assert_eq!(costs.len(), 4);
     assert_eq!(costs[0]["relative_to_k1"], 1.0);
 
-    // `--top-k` with no value: MTP rows without Viterbi.
-    let args = bench(&["--heads", "1,2", "--top-k", "--temperature", "0"]);
-    ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    // `--top-k` with no value: MTP rows without Viterbi. With AR on Burn as the baseline
+    // engine, decoding the same sentences greedily: the native engine's tokens.
+    let args = bench(&[
+        "--heads",
+        "1,2",
+        "--top-k",
+        "--temperature",
+        "0",
+        "--baseline-engine",
+        "burn",
+    ]);
+    let table = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let report = read_json(&out.join("bench-decode.json"));
-    let labels: Vec<&str> = report["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["label"].as_str().unwrap())
-        .collect();
+    let rows = report["rows"].as_array().unwrap();
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["ar", "mtp k=2"]);
+    let baseline = &report["baseline"];
+    assert_eq!(baseline["engine"], "burn");
+    let row = &baseline["row"];
+    assert_eq!(row["label"], "ar [burn]");
+    assert_eq!(row["utterances"], 2);
+    assert_eq!(row["tokens"], rows[0]["tokens"], "{row}");
+    assert!(
+        (finite(row, "nll") - finite(&rows[0], "nll")).abs() < 1e-9,
+        "{row}"
+    );
+    let over = finite(baseline, "ar_speedup_over_baseline");
+    assert!(
+        (over - finite(row, "tpt_ms") / finite(&rows[0], "tpt_ms")).abs() < 1e-9 * over,
+        "{baseline}"
+    );
+    assert!(
+        (over * finite(row, "speedup") - 1.0).abs() < 1e-9,
+        "{baseline}"
+    );
+    assert!(table.contains("| ar [burn] |"), "{table}");
+    assert!(table.contains("faster than `ar [burn]`"), "{table}");
 
     // Bad benchmark settings.
     for (extra, needle) in [
         (&["--gammas", "0", "--self-spec"][..], "γ = 0"),
         (&["--thetas", "1.5", "--self-spec"][..], "outside"),
         (&["--heads", "0"][..], "--heads"),
+        (
+            &["--baseline-engine", "native"][..],
+            "--baseline-engine native",
+        ),
     ] {
         let args = bench(extra);
         let err = fail(&args.iter().map(String::as_str).collect::<Vec<_>>());

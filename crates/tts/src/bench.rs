@@ -4,17 +4,20 @@
 //! candidate transcript by the same teacher, the target's NLL of the generated codes).
 //!
 //! Utterances are the outer loop and decoders the inner one, so a change in machine load during
-//! the run hits every decoder alike; each decoder sees the same seed per utterance. This module
-//! returns rows; rendering them (JSON, markdown, plots) is the caller's.
+//! the run hits every decoder alike; each decoder sees the same seed per utterance. A
+//! [`Baseline`] adds AR on a second engine (Burn beside the native engine, say) to the same
+//! loop, so the engines are compared sentence by sentence too. This module returns rows;
+//! rendering them (JSON, markdown, plots) is the caller's.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 use voxspec_data::{Progress, Utterance};
 use voxspec_infer::{
-    DecodeStats, Decoder, SamplerConfig, SequenceNll, SimilarityGroups, StopReason, sequence_nll,
+    DecodeStats, Decoder, Request, SamplerConfig, SequenceNll, SimilarityGroups, StopReason,
+    sequence_nll,
 };
-use voxspec_mtp::{MtpModel, forward_costs};
+use voxspec_mtp::{MtpModel, TtsPrompt, forward_costs};
 use voxspec_teacher::ctc::{ForcedChoice, LengthNorm};
 use voxspec_teacher::{CtcTeacher, ErrorCounts, SemanticTeacher};
 
@@ -314,11 +317,24 @@ pub struct DecodeRow {
     pub nll: Option<f64>,
 }
 
+/// AR decoding on a second engine, run on every sentence right before the decoders of the
+/// benchmark's own pipeline: the engines' comparison measured in the same run.
+#[derive(Clone, Copy)]
+pub struct Baseline<'a> {
+    /// The same models loaded on the other engine.
+    pub pipeline: &'a Pipeline,
+    /// Its engine's name, for the row's label (`ar [burn]`).
+    pub engine: &'a str,
+}
+
 /// What a benchmark run measured.
 #[derive(Debug, Clone)]
 pub struct DecodeReport {
     /// One row per decoder, AR first.
     pub rows: Vec<DecodeRow>,
+    /// AR on the [`Baseline`] engine, when one was given: its `speedup` is this run's AR TPT
+    /// divided by its TPT (below 1 when the baseline is slower).
+    pub baseline: Option<DecodeRow>,
     /// Median time of a forward over k = 1.. new tokens at a 96-token context, ms.
     pub forward_costs: Vec<f64>,
 }
@@ -364,18 +380,21 @@ fn widest_block(specs: &[DecoderSpec]) -> usize {
 }
 
 /// Runs every decoder of `specs` (built from `parts`) on `utterances` (their transcripts as
-/// text), scoring the audio with `judge` when given; `progress` sees one unit per utterance and
+/// text), scoring the audio with `judge` when given, and AR on the `baseline` engine's pipeline
+/// before them on each sentence when one is given; `progress` sees one unit per utterance and
 /// decoder.
 ///
 /// # Errors
 /// [`TtsError::Bench`] when there are no utterances or the first row is not AR, or an
 /// utterance is not among the judge's candidates; the pipeline's and the teacher's errors.
+#[allow(clippy::too_many_arguments)]
 pub fn run_decode_bench(
     pipeline: &Pipeline,
     specs: &[DecoderSpec],
     parts: &DecoderParts,
     utterances: &[Utterance],
     judge: Option<&Judge>,
+    baseline: Option<Baseline<'_>>,
     settings: &BenchSettings,
     progress: &dyn Progress,
 ) -> Result<DecodeReport> {
@@ -395,6 +414,10 @@ pub fn run_decode_bench(
         .iter()
         .map(|s| parts.build(s, &pipeline.lm))
         .collect::<Result<Vec<Box<dyn Decoder<ArEngine>>>>>()?;
+    let mut baseline_decoder = match baseline {
+        Some(b) => Some(DecoderParts::default().build(&DecoderSpec::Ar, &b.pipeline.lm)?),
+        None => None,
+    };
     // Every transcript must be a candidate: checked before any decoding.
     if let Some(j) = judge {
         for u in utterances {
@@ -407,9 +430,9 @@ pub fn run_decode_bench(
         }
     }
     let mut tallies = vec![Tally::default(); specs.len()];
-    let rate = pipeline.sample_rate();
+    let mut baseline_tally = Tally::default();
     progress.start(
-        (utterances.len() * specs.len()) as u64,
+        (utterances.len() * (specs.len() + usize::from(baseline.is_some()))) as u64,
         "decoding (utterances × decoders)",
     );
     for (i, u) in utterances.iter().enumerate() {
@@ -418,26 +441,25 @@ pub fn run_decode_bench(
             reason: e.to_string(),
         })?;
         let request = pipeline.request(&text, None, &settings.lengths, settings.seed + i as u64)?;
+        let sentence = Sentence {
+            text: &text,
+            transcript: &u.text,
+            request: &request,
+            judge,
+            settings,
+        };
+        if let (Some(b), Some(decoder)) = (baseline, baseline_decoder.as_mut()) {
+            // NLL under the benchmark's own AR model: the same weights as the baseline's.
+            sentence.run(
+                b.pipeline,
+                &pipeline.ar,
+                decoder.as_mut(),
+                &mut baseline_tally,
+            )?;
+            progress.inc(1);
+        }
         for (tally, decoder) in tallies.iter_mut().zip(decoders.iter_mut()) {
-            let out =
-                pipeline.synthesize(decoder.as_mut(), &request, &text, None, &settings.sampler)?;
-            let g = &out.generation;
-            tally.utterances += 1;
-            tally.tokens += g.tokens.len();
-            tally.ar_seconds += out.ar_seconds;
-            tally.audio_seconds += out.samples.len() as f64 / f64::from(rate);
-            tally.stats.merge(&g.stats);
-            let eos = g.stop == StopReason::Eos;
-            tally.eos_stops += usize::from(eos);
-            tally
-                .nll
-                .merge(sequence_nll(&pipeline.ar, &request.prompt, &g.tokens, eos)?);
-            if let Some(j) = judge {
-                let min = pipeline.codec_config.hop_length();
-                let (errors, identified) = j.judge(&u.text, &out.samples, rate, min)?;
-                tally.errors += errors;
-                tally.identified += usize::from(identified);
-            }
+            sentence.run(pipeline, &pipeline.ar, decoder.as_mut(), tally)?;
             progress.inc(1);
         }
     }
@@ -455,36 +477,98 @@ pub fn run_decode_bench(
     let rows = specs
         .iter()
         .zip(&tallies)
-        .map(|(spec, t)| {
-            let tpt = t.tpt_ms();
-            DecodeRow {
-                spec: spec.clone(),
-                label: spec.label(),
-                utterances: t.utterances,
-                tokens: t.tokens,
-                tpt_ms: tpt,
-                speedup: if tpt > 0.0 { ar_tpt / tpt } else { 0.0 },
-                model_ms_per_token: 1e3 * t.stats.model_time.as_secs_f64() / t.tokens.max(1) as f64,
-                decoder_ms_per_token: 1e3 * t.stats.decoder_time.as_secs_f64()
-                    / t.tokens.max(1) as f64,
-                lm_rtf: t.ar_seconds / t.audio_seconds.max(1e-9),
-                tokens_per_forward: (t.tokens + t.eos_stops) as f64
-                    / t.stats.target_forwards.max(1) as f64,
-                target_forwards: t.stats.target_forwards,
-                draft_forwards: t.stats.draft_forwards,
-                acceptance_rate: t.stats.acceptance_rate(),
-                thinning_trials: t.stats.thinning_trials,
-                eos_stops: t.eos_stops,
-                cer: judge.map(|_| t.errors.rate()),
-                forced_choice: judge.map(|_| t.identified as f64 / t.utterances.max(1) as f64),
-                nll: t.nll.mean(),
-            }
-        })
+        .map(|(spec, t)| t.row(spec, spec.label(), ar_tpt, judge.is_some()))
         .collect();
+    let baseline = baseline.map(|b| {
+        baseline_tally.row(
+            &DecoderSpec::Ar,
+            format!("ar [{}]", b.engine),
+            ar_tpt,
+            judge.is_some(),
+        )
+    });
     Ok(DecodeReport {
         rows,
+        baseline,
         forward_costs,
     })
+}
+
+/// One sentence of the benchmark, as every decoder speaks it.
+struct Sentence<'a> {
+    text: &'a [u32],
+    transcript: &'a str,
+    request: &'a Request<TtsPrompt>,
+    judge: Option<&'a Judge<'a>>,
+    settings: &'a BenchSettings,
+}
+
+impl Sentence<'_> {
+    /// Synthesises the sentence with `decoder` on `pipeline` and adds the result to `tally`;
+    /// the codes' NLL is taken under `target`.
+    fn run(
+        &self,
+        pipeline: &Pipeline,
+        target: &MtpModel,
+        decoder: &mut dyn Decoder<ArEngine>,
+        tally: &mut Tally,
+    ) -> Result<()> {
+        let out = pipeline.synthesize(
+            decoder,
+            self.request,
+            self.text,
+            None,
+            &self.settings.sampler,
+        )?;
+        let g = &out.generation;
+        tally.utterances += 1;
+        tally.tokens += g.tokens.len();
+        tally.ar_seconds += out.ar_seconds;
+        tally.audio_seconds += out.samples.len() as f64 / f64::from(pipeline.sample_rate());
+        tally.stats.merge(&g.stats);
+        let eos = g.stop == StopReason::Eos;
+        tally.eos_stops += usize::from(eos);
+        tally
+            .nll
+            .merge(sequence_nll(target, &self.request.prompt, &g.tokens, eos)?);
+        if let Some(j) = self.judge {
+            let min = pipeline.codec_config.hop_length();
+            let (errors, identified) =
+                j.judge(self.transcript, &out.samples, pipeline.sample_rate(), min)?;
+            tally.errors += errors;
+            tally.identified += usize::from(identified);
+        }
+        Ok(())
+    }
+}
+
+impl Tally {
+    /// The row of `spec` (labelled `label`) against the run's AR TPT `ar_tpt`.
+    fn row(&self, spec: &DecoderSpec, label: String, ar_tpt: f64, judged: bool) -> DecodeRow {
+        let tpt = self.tpt_ms();
+        let tokens = self.tokens.max(1) as f64;
+        DecodeRow {
+            spec: spec.clone(),
+            label,
+            utterances: self.utterances,
+            tokens: self.tokens,
+            tpt_ms: tpt,
+            speedup: if tpt > 0.0 { ar_tpt / tpt } else { 0.0 },
+            model_ms_per_token: 1e3 * self.stats.model_time.as_secs_f64() / tokens,
+            decoder_ms_per_token: 1e3 * self.stats.decoder_time.as_secs_f64() / tokens,
+            lm_rtf: self.ar_seconds / self.audio_seconds.max(1e-9),
+            tokens_per_forward: (self.tokens + self.eos_stops) as f64
+                / self.stats.target_forwards.max(1) as f64,
+            target_forwards: self.stats.target_forwards,
+            draft_forwards: self.stats.draft_forwards,
+            acceptance_rate: self.stats.acceptance_rate(),
+            thinning_trials: self.stats.thinning_trials,
+            eos_stops: self.eos_stops,
+            cer: judged.then(|| self.errors.rate()),
+            forced_choice: judged.then(|| self.identified as f64 / self.utterances.max(1) as f64),
+            nll: self.nll.mean(),
+        }
+    }
 }
 
 #[cfg(test)]

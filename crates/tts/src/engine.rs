@@ -40,6 +40,16 @@ impl EngineKind {
             EngineKind::NativeInt8 => Some(WeightFormat::Int8),
         }
     }
+
+    /// The name `--engine` takes (and the JSON reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Burn => "burn",
+            EngineKind::Native => "native",
+            EngineKind::NativeBf16 => "native-bf16",
+            EngineKind::NativeInt8 => "native-int8",
+        }
+    }
 }
 
 /// The AR model behind `--engine`: decoders drive either implementation through one type.

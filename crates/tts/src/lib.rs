@@ -67,7 +67,9 @@ mod pipeline;
 mod stream;
 mod untrained;
 
-pub use bench::{BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_decode_bench};
+pub use bench::{
+    Baseline, BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_decode_bench,
+};
 pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
