@@ -435,7 +435,7 @@ fn markdown(
         .collect();
     if let (Some((b, engine)), Some(ar)) = (baseline, rows.first()) {
         s.push_str(&format!(
-            "\nAR on {engine}: {:.3} ms per token, {:.2}x faster than `{}` ({:.3} ms), every \
+            "\nAR on {engine}: {:.3} ms per token, {:.2}x the speed of `{}` ({:.3} ms), every \
              sentence decoded by both in this run.\n",
             ar.tpt_ms,
             b.tpt_ms / ar.tpt_ms.max(1e-12),

@@ -370,7 +370,7 @@ fn synthesize_and_bench_every_decoder() {
         "{baseline}"
     );
     assert!(table.contains("| ar [burn] |"), "{table}");
-    assert!(table.contains("faster than `ar [burn]`"), "{table}");
+    assert!(table.contains("the speed of `ar [burn]`"), "{table}");
 
     // Bad benchmark settings.
     for (extra, needle) in [
