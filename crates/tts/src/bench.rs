@@ -449,17 +449,11 @@ pub fn run_decode_bench(
             settings,
         };
         if let (Some(b), Some(decoder)) = (baseline, baseline_decoder.as_mut()) {
-            // NLL under the benchmark's own AR model: the same weights as the baseline's.
-            sentence.run(
-                b.pipeline,
-                &pipeline.ar,
-                decoder.as_mut(),
-                &mut baseline_tally,
-            )?;
+            sentence.run(b.pipeline, decoder.as_mut(), &mut baseline_tally)?;
             progress.inc(1);
         }
         for (tally, decoder) in tallies.iter_mut().zip(decoders.iter_mut()) {
-            sentence.run(pipeline, &pipeline.ar, decoder.as_mut(), tally)?;
+            sentence.run(pipeline, decoder.as_mut(), tally)?;
             progress.inc(1);
         }
     }
@@ -504,12 +498,11 @@ struct Sentence<'a> {
 }
 
 impl Sentence<'_> {
-    /// Synthesises the sentence with `decoder` on `pipeline` and adds the result to `tally`;
-    /// the codes' NLL is taken under `target`.
+    /// Synthesises the sentence with `decoder` on `pipeline` and adds the result to `tally`
+    /// (the codes' NLL under the pipeline's AR model).
     fn run(
         &self,
         pipeline: &Pipeline,
-        target: &MtpModel,
         decoder: &mut dyn Decoder<ArEngine>,
         tally: &mut Tally,
     ) -> Result<()> {
@@ -528,9 +521,12 @@ impl Sentence<'_> {
         tally.stats.merge(&g.stats);
         let eos = g.stop == StopReason::Eos;
         tally.eos_stops += usize::from(eos);
-        tally
-            .nll
-            .merge(sequence_nll(target, &self.request.prompt, &g.tokens, eos)?);
+        tally.nll.merge(sequence_nll(
+            &pipeline.ar,
+            &self.request.prompt,
+            &g.tokens,
+            eos,
+        )?);
         if let Some(j) = self.judge {
             let min = pipeline.codec_config.hop_length();
             let (errors, identified) =
