@@ -1,9 +1,10 @@
 //! voxspec: codec-based language-model text-to-speech with a fast autoregressive stage.
 //!
-//! This root crate re-exports every library crate of the workspace (`voxspec::audio`, `data`,
+//! This root crate re-exports every library crate of the workspace (`voxspec::align`, `audio`, `data`,
 //! `nn`, `train`, `codec`, `teacher`, `infer`, `mtp`, `draft`, `engine`, `tts`, `serve`) so
 //! downstream projects can depend on one name, and hosts the end-to-end tests under `tests/`.
 
+pub use voxspec_align as align;
 pub use voxspec_audio as audio;
 pub use voxspec_codec as codec;
 pub use voxspec_data as data;

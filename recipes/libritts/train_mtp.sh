@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: train an AR model with multi-token-prediction heads on codec tokens.
 #
-#   stage 0  prepare      corpus → manifests (train/dev/test.jsonl + summary.json)
+#   stage 0  prepare      corpus → manifests (train/dev/test.jsonl + summary.json); a corpus
+#                         without phone alignments is aligned by `voxspec align` (an aligner
+#                         trained on it) and prepared again with them, unless --alignment off
 #   stage 1  tokenizer    phoneme tokenizer (CMUdict + letter-to-sound; --tokenizer bpe for the
 #                         BPE baseline trained on the train transcripts)
 #   stage 2  extract      codec codes for every split (shipped codec checkpoints/codec-minitts,
@@ -16,7 +18,8 @@
 #                         → <exp>/bench (JSON, table, PNGs)
 #   stage 7  export       self-contained model card of the AR model (+ transitions)
 #
-# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Runs on the bundled corpus datasets/minitts (--corpus kathleen: the bundled real voice) unless
+# LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
 # reruns one. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
 set -euo pipefail
@@ -26,10 +29,12 @@ cd "$(dirname "$0")/../.."   # repository root
 stage=0
 stop_stage=100
 exp=""
+corpus_name=minitts
 vocab_size=""
 tokenizer_kind=phoneme
 alignments=""
 alignment=auto
+align_steps=""
 threads=""
 device=""
 codec=""
@@ -52,14 +57,20 @@ usage() {
 Usage: $0 [options]
   --stage N            first stage to run (default 0)
   --stop-stage N       last stage to run (default: all)
-  --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
+  --corpus NAME        bundled corpus: minitts (default; flite voices, with flite's own phone
+                       timings) or kathleen (1.2 h of one real woman's voice, aligned by
+                       voxspec align); LIBRITTS_ROOT overrides it
+  --exp DIR            experiment directory (default exp/<corpus>, or exp/libritts with LIBRITTS_ROOT)
   --tokenizer KIND     phoneme (default) or bpe (the unaligned baseline)
   --vocab-size N       BPE vocabulary size (default 256 for minitts, 512 for LibriTTS)
   --alignments DIR     phone alignments as Montreal-Forced-Aligner TextGrids mirroring the corpus
                        (<DIR>/<speaker>/<chapter>/<utt>.TextGrid); minitts ships its own next to
                        the audio, made from flite's phone timings (datasets/align_minitts.sh)
-  --alignment MODE     AR model aligned: auto (default: when the manifests carry alignments and
-                       the tokenizer is phonemic), on, off
+  --alignment MODE     AR model aligned: auto (default: with the phoneme tokenizer; a corpus
+                       without alignments is aligned first by voxspec align), on, off (the plain
+                       model, no alignment made or used)
+  --align-steps N      Viterbi-training steps of voxspec align after its 200-step flat start
+                       (default 400)
   --threads N          worker threads (default: all cores)
   --device SPEC        cpu (default), wgpu, wgpu:N, cuda, cuda:N, or a list (wgpu:0,wgpu:1) for
                        data-parallel AR/NAR training; wgpu needs CARGO_FEATURES=gpu, cuda
@@ -99,6 +110,8 @@ while [ $# -gt 0 ]; do
     --stage) stage="$2"; shift 2 ;;
     --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
     --exp) exp="$2"; shift 2 ;;
+    --corpus) corpus_name="$2"; shift 2 ;;
+    --align-steps) align_steps="$2"; shift 2 ;;
     --vocab-size) vocab_size="$2"; shift 2 ;;
     --tokenizer) tokenizer_kind="$2"; shift 2 ;;
     --alignments) alignments="$2"; shift 2 ;;
@@ -124,6 +137,8 @@ done
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 
+dev_subsets=dev-clean
+test_subsets=test-clean
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
   corpus="$LIBRITTS_ROOT"
   exp="${exp:-exp/libritts}"
@@ -132,14 +147,19 @@ if [ -n "${LIBRITTS_ROOT:-}" ]; then
   ar_steps="${ar_steps:-100000}"; nar_steps="${nar_steps:-100000}"; preset="${preset:-base}"
   batch="${batch:-16}"
 else
-  corpus="datasets/minitts"
-  exp="${exp:-exp/minitts}"
+  case "$corpus_name" in
+    minitts) train_subsets="train-clean-100" ;;
+    kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test ;;
+    *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
+  esac
+  corpus="datasets/$corpus_name"
+  exp="${exp:-exp/$corpus_name}"
   vocab_size="${vocab_size:-256}"
-  train_subsets="train-clean-100"
   ar_steps="${ar_steps:-600}"; nar_steps="${nar_steps:-400}"; preset="${preset:-small}"
   # Batches of 16 took 1.5 s per AR step on 2 cores: 15 minutes for the AR model alone.
   batch="${batch:-8}"
 fi
+align_steps="${align_steps:-400}"
 codec="${codec:-checkpoints/codec-minitts}"
 teacher="${teacher:-checkpoints/ctc-minitts}"
 bench_utterances="${bench_utterances:-60}"
@@ -186,9 +206,30 @@ if run_stage 0 prepare; then
   for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
   align=(); [ -n "$alignments" ] && align=(--alignments "$alignments")
   "$voxspec" "${global[@]}" prepare --corpus "$corpus" --out "$exp/data" \
-    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean \
+    --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
     "${align[@]+"${align[@]}"}" "${force[@]+"${force[@]}"}"
   touch "$done_dir/prepare.done"
+fi
+
+# Utterances of the manifests that carry a phone alignment (summary.json's "aligned" counts).
+aligned_count() {
+  grep -o '"aligned": *[0-9]*' "$exp/data/summary.json" 2>/dev/null | grep -o '[0-9]*$' |
+    awk '{ n += $1 } END { print n + 0 }'
+}
+
+if [ "$tokenizer_kind" = phoneme ] && [ "$alignment" != off ] && run_stage 0 align; then
+  if [ "$(aligned_count)" -eq 0 ]; then
+    log "Stage 0 (align): no phone alignments in $corpus: voxspec align → $exp/alignments"
+    resume=(); compgen -G "$exp/alignments/aligner*/checkpoint-*" >/dev/null && resume=(--resume)
+    "$voxspec" "${global[@]}" align --data "$exp/data" --out "$exp/alignments" \
+      --steps "$align_steps" "${resume[@]+"${resume[@]}"}"
+    "$voxspec" "${global[@]}" prepare --corpus "$corpus" --out "$exp/data" \
+      --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
+      --alignments "$exp/alignments" --force
+  else
+    log "Stage 0 (align): the manifests carry alignments ($(aligned_count) utterances)"
+  fi
+  touch "$done_dir/align.done"
 fi
 
 if run_stage 1 tokenizer; then

@@ -12,9 +12,10 @@ use clap::Args;
 use voxspec_teacher::CtcTeacher;
 use voxspec_tts::{
     Baseline, BenchSettings, DecodeRow, DecoderGrid, DecoderParts, DecoderSpec, EngineKind, Judge,
-    ModelPaths, Pipeline, RuleSpec, TtsError, load_draft, run_decode_bench,
+    ModelPaths, Pipeline, RuleSpec, TtsError, load_draft, row_dir_name, run_decode_bench,
 };
 
+use crate::asr_judge::{AsrJudge, write_candidates};
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
 use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
@@ -82,6 +83,18 @@ pub struct DecodeBenchArgs {
     /// sentence (row `ar [ENGINE]`, and the AR's speed-up over it)
     #[arg(long, value_enum, value_name = "ENGINE")]
     baseline_engine: Option<EngineKind>,
+    /// Python of the independent recogniser (`tools/asr_judge.py`, pocketsphinx) that adds
+    /// open-vocabulary WER and forced-choice columns [default: $VOXSPEC_ASR_PYTHON, else
+    /// .venv-judge/bin/python from tools/setup_judge.sh when present; else no such columns]
+    #[arg(long, value_name = "PYTHON")]
+    asr_python: Option<PathBuf>,
+    /// No independent-recogniser columns, even when it is set up.
+    #[arg(long)]
+    no_asr: bool,
+    /// Keep every decoder's clips in <OUT>/audio/<row>/ (always done when the independent
+    /// recogniser runs).
+    #[arg(long)]
+    keep_audio: bool,
 }
 
 pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
@@ -181,10 +194,22 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     for g in &groups {
         crate::groups::report(g);
     }
+    let out_dir = args
+        .out
+        .clone()
+        .unwrap_or_else(|| args.models.exp.join("bench"));
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let asr = if args.no_asr {
+        None
+    } else {
+        AsrJudge::find(args.asr_python.as_deref())?
+    };
+    let audio_dir = out_dir.join("audio");
     let settings = BenchSettings {
         sampler,
         lengths: args.lengths.lengths(),
         seed: args.seed,
+        audio_dir: (asr.is_some() || args.keep_audio).then(|| audio_dir.clone()),
     };
     let baseline = baseline_pipeline
         .as_ref()
@@ -192,7 +217,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             pipeline,
             engine: engine.name(),
         });
-    let report = run_decode_bench(
+    let mut report = run_decode_bench(
         &pipeline,
         &specs,
         &parts,
@@ -202,13 +227,33 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         &settings,
         &Bar::new(),
     )?;
+    if let Some(asr) = &asr {
+        let candidates = audio_dir.join("candidates.txt");
+        write_candidates(
+            &candidates,
+            split_utterances.iter().map(|u| u.text.as_str()),
+        )?;
+        let jobs = rayon::current_num_threads();
+        let baseline_label = args.baseline_engine.map(|e| format!("ar [{}]", e.name()));
+        let total = report.rows.len() + usize::from(baseline_label.is_some());
+        let rows = report.rows.iter_mut().chain(report.baseline.as_mut());
+        for (i, row) in rows.enumerate() {
+            let name = row_dir_name(&row.label);
+            eprintln!(
+                "independent recogniser: row {}/{total} ({})",
+                i + 1,
+                row.label
+            );
+            let score = asr.score_dir(
+                &audio_dir.join(&name),
+                &candidates,
+                &audio_dir.join(format!("{name}.asr.json")),
+                jobs,
+            )?;
+            row.asr = Some(score);
+        }
+    }
     let (rows, costs) = (&report.rows, &report.forward_costs);
-
-    let out_dir = args
-        .out
-        .clone()
-        .unwrap_or_else(|| args.models.exp.join("bench"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let json = serde_json::json!({
         "benchmark": "decode",
         "split": args.sentences.split,
@@ -233,6 +278,11 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             "candidates": j.candidates(),
             "chance": j.chance(),
             "length_norm": j.length_norm(),
+        })),
+        "asr_judge": asr.as_ref().map(|a| serde_json::json!({
+            "tool": "tools/asr_judge.py (pocketsphinx en-us, a fresh decoder per clip)",
+            "found": a.describe(),
+            "candidates": split_utterances.len(),
         })),
         "rows": rows,
         "baseline": report.baseline.as_ref().map(|b| serde_json::json!({
@@ -409,10 +459,16 @@ fn markdown(
     chance: Option<(usize, f64)>,
 ) -> String {
     let cer = chance.is_some();
+    let asr = rows.iter().any(|r| r.asr.is_some());
     let mut s = String::from(
         "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | ID (%) | NLL \
-         | EOS stops |\n|---|---|---|---|---|---|---|---|---|\n",
+         | EOS stops |",
     );
+    s.push_str(if asr {
+        " WER, ASR (%) | ID, ASR (%) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+    } else {
+        "\n|---|---|---|---|---|---|---|---|---|\n"
+    });
     let ordered = rows
         .iter()
         .take(1)
@@ -420,7 +476,7 @@ fn markdown(
         .chain(rows.iter().skip(1));
     for r in ordered {
         s.push_str(&format!(
-            "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {} | {}/{} |\n",
+            "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {} | {}/{} |",
             r.label,
             r.tpt_ms,
             r.speedup,
@@ -436,6 +492,18 @@ fn markdown(
             r.eos_stops,
             r.utterances
         ));
+        if asr {
+            match &r.asr {
+                Some(a) => s.push_str(&format!(
+                    " {:.1} | {:.1} ± {:.1} |",
+                    100.0 * a.wer,
+                    100.0 * a.forced_choice,
+                    100.0 * a.forced_choice_se
+                )),
+                None => s.push_str(" – | – |"),
+            }
+        }
+        s.push('\n');
     }
     let rel: Vec<String> = costs
         .iter()
@@ -458,6 +526,13 @@ fn markdown(
              transcripts of the split; chance = 1/{n} = {:.1} %.\n",
             100.0 * p
         ));
+    }
+    if asr {
+        s.push_str(
+            "\nWER, ASR / ID, ASR: the independent recogniser (tools/asr_judge.py: pocketsphinx's \
+             en-us model, never trained on this corpus), open-vocabulary word error rate and \
+             forced choice among the same transcripts (± one binomial standard error).\n",
+        );
     }
     s.push_str(&format!(
         "\n{utterances} utterances. Forward cost over k new tokens relative to k = 1 on this \

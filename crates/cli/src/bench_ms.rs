@@ -302,6 +302,7 @@ fn baseline_row(
         },
         lengths: lengths.lengths(),
         seed: args.seed,
+        audio_dir: None,
     };
     let report = run_decode_bench(
         &pipeline,

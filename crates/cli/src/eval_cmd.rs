@@ -75,6 +75,14 @@ pub struct IntelligibilityArgs {
     /// Misidentified clips to print.
     #[arg(long, default_value_t = 5)]
     show: usize,
+    /// Python of the independent recogniser (`tools/asr_judge.py`, pocketsphinx), which scores
+    /// the same clips and candidates beside the CTC teacher [default: $VOXSPEC_ASR_PYTHON, else
+    /// .venv-judge/bin/python from tools/setup_judge.sh when present; else not run]
+    #[arg(long, value_name = "PYTHON")]
+    asr_python: Option<PathBuf>,
+    /// Do not run the independent recogniser even when it is set up.
+    #[arg(long)]
+    no_asr: bool,
 }
 
 /// `--length-norm` values.
@@ -124,6 +132,9 @@ struct Report {
     candidates_from: String,
     length_norm: LengthNorm,
     summary: ForcedChoiceSummary,
+    /// The independent recogniser on the same clips and candidates, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asr: Option<voxspec_tts::AsrScore>,
     clips: Vec<ClipReport>,
 }
 
@@ -234,6 +245,11 @@ fn intelligibility(args: IntelligibilityArgs) -> anyhow::Result<()> {
         args.teacher.display(),
         DEFAULT_TEACHER
     );
+    let asr_judge = if args.no_asr {
+        None
+    } else {
+        crate::asr_judge::AsrJudge::find(args.asr_python.as_deref())?
+    };
     let (input, clips) = match (&args.manifest, &args.dir) {
         (Some(m), _) => {
             let utts = read_manifest(m)
@@ -333,6 +349,31 @@ fn intelligibility(args: IntelligibilityArgs) -> anyhow::Result<()> {
         summary.mean_rank,
         100.0 * summary.cer
     );
+    let asr = match &asr_judge {
+        Some(judge) => {
+            let tmp = tempfile::tempdir().context("making a temporary folder")?;
+            let candidates = tmp.path().join("candidates.txt");
+            crate::asr_judge::write_candidates(&candidates, texts.iter().map(String::as_str))?;
+            let report = tmp.path().join("asr.json");
+            let jobs = rayon::current_num_threads();
+            let score = if args.manifest.is_some() {
+                judge.score_manifest(&input, &candidates, &report, jobs)?
+            } else {
+                judge.score_dir(&input, &candidates, &report, jobs)?
+            };
+            println!(
+                "\nindependent recogniser (tools/asr_judge.py, pocketsphinx en-us): forced choice \
+                 {:.1} % ± {:.1} % ({} clips), open-vocabulary WER {:.1} %, CER {:.1} %",
+                100.0 * score.forced_choice,
+                100.0 * score.forced_choice_se,
+                score.clips,
+                100.0 * score.wer,
+                100.0 * score.cer
+            );
+            Some(score)
+        }
+        None => None,
+    };
     let missed: Vec<&ClipReport> = per_clip.iter().filter(|c| !c.identified).collect();
     if !missed.is_empty() && args.show > 0 {
         println!(
@@ -355,6 +396,7 @@ fn intelligibility(args: IntelligibilityArgs) -> anyhow::Result<()> {
             candidates_from,
             length_norm: set.length_norm(),
             summary,
+            asr,
             clips: per_clip,
         };
         voxspec_data::write_atomic(out, &serde_json::to_vec_pretty(&report)?)

@@ -1,6 +1,8 @@
 //! `voxspec`: the command-line tool. One subcommand per pipeline stage; run
 //! `voxspec <command> --help` for each.
 
+mod align_cmd;
+mod asr_judge;
 mod audio_cmd;
 mod bench;
 mod bench_accept;
@@ -70,6 +72,8 @@ struct Cli {
 enum Command {
     /// Scan a corpus (LibriTTS layout or plain) and write train/dev/test manifests.
     Prepare(prepare::PrepareArgs),
+    /// Phone alignments of a prepared corpus (TextGrids), from an aligner trained on it.
+    Align(align_cmd::AlignArgs),
     /// Train or apply the text tokenizer.
     #[command(subcommand)]
     Tokenizer(tokenizer::TokenizerCommand),
@@ -142,6 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command {
         Command::Prepare(args) => prepare::run(args),
+        Command::Align(args) => align_cmd::run(args),
         Command::Tokenizer(cmd) => tokenizer::run(cmd),
         Command::Audio(cmd) => audio_cmd::run(cmd),
         Command::Train(cmd) => train_cmd::run(cmd),

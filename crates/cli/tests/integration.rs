@@ -3,6 +3,7 @@
 //! workspace's tests several times longer. The tests share Burn's process-global RNG, so
 //! the README's test command runs them one at a time (`--test-threads=1`).
 
+mod align_cli;
 mod cli;
 mod codec_cli;
 mod codec_eval;

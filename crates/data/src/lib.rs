@@ -2,7 +2,8 @@
 //!
 //! - [`corpus`]: scan LibriTTS-layout or plain corpora into train/dev/test manifests;
 //! - [`manifest`]: the JSON-lines manifest format;
-//! - [`textgrid`]: phone alignments from Praat TextGrids (MFA output, the minitts alignments);
+//! - [`textgrid`], [`textgrid_write`]: phone alignments from and to Praat TextGrids (MFA output,
+//!   the minitts alignments, `voxspec align`);
 //! - [`text`]: text normalisation and the BPE / character / phoneme tokenizer (`tokenizer.json`);
 //! - [`phones`], [`g2p`]: the phone set and English grapheme-to-phoneme (CMUdict + rules);
 //! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
@@ -20,6 +21,7 @@ pub mod manifest;
 pub mod phones;
 pub mod text;
 pub mod textgrid;
+pub mod textgrid_write;
 pub mod token_store;
 
 pub use bucket::{BucketConfig, bucket_batches};
@@ -40,4 +42,5 @@ pub use manifest::{Utterance, read_manifest, write_manifest};
 pub use phones::{PHONES, normalize_phone};
 pub use text::{Normalization, TextTokenizer, TokenizerKind};
 pub use textgrid::{Alignment, read_textgrid};
+pub use textgrid_write::{textgrid_text, write_textgrid};
 pub use token_store::{Codes, TokenStore, TokenStoreMeta, TokenStoreWriter};

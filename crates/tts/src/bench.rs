@@ -270,6 +270,43 @@ pub struct BenchSettings {
     pub lengths: Lengths,
     /// Seed of the first utterance (utterance i uses seed + i).
     pub seed: u64,
+    /// Keep the audio: every decoder's clips go to `<dir>/<row>/<utterance id>.wav`, each
+    /// with its transcript in `<utterance id>.txt` beside it (a folder `voxspec eval
+    /// intelligibility --dir` and `tools/asr_judge.py --dir` read), `<row>` from
+    /// [`row_dir_name`].
+    pub audio_dir: Option<std::path::PathBuf>,
+}
+
+/// The folder name of a row's clips under [`BenchSettings::audio_dir`]: its label with every
+/// character other than letters, digits, `.`, `_` and `-` replaced by `-` (`mtp k=8 top3` →
+/// `mtp-k-8-top3`).
+pub fn row_dir_name(label: &str) -> String {
+    let mut out = String::new();
+    for c in label.chars() {
+        let keep = c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let c = if keep { c } else { '-' };
+        if !(c == '-' && out.ends_with('-')) {
+            out.push(c);
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
+/// One row's intelligibility by the independent recogniser (`tools/asr_judge.py`), filled in
+/// by the caller after the run from the clips in [`BenchSettings::audio_dir`].
+#[derive(Debug, Clone, Serialize)]
+pub struct AsrScore {
+    /// Clips scored.
+    pub clips: usize,
+    /// Open-vocabulary word error rate.
+    pub wer: f64,
+    /// Open-vocabulary character error rate.
+    pub cer: f64,
+    /// Share of clips whose own transcript the constrained recogniser picked among the
+    /// candidates.
+    pub forced_choice: f64,
+    /// Its binomial standard error, `sqrt(p (1 − p) / clips)`.
+    pub forced_choice_se: f64,
 }
 
 /// One decoder's results over the utterances.
@@ -313,6 +350,9 @@ pub struct DecodeRow {
     /// Forced-choice accuracy: the fraction of utterances whose own sentence has the highest
     /// CTC likelihood among all candidates (chance: 1 / candidates).
     pub forced_choice: Option<f64>,
+    /// The independent recogniser's scores, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asr: Option<AsrScore>,
     /// Mean per-token NLL of the generated codes under the target.
     pub nll: Option<f64>,
 }
@@ -431,6 +471,20 @@ pub fn run_decode_bench(
     }
     let mut tallies = vec![Tally::default(); specs.len()];
     let mut baseline_tally = Tally::default();
+    let row_dir = |label: String| {
+        settings
+            .audio_dir
+            .as_ref()
+            .map(|d| d.join(row_dir_name(&label)))
+    };
+    let dirs: Vec<Option<std::path::PathBuf>> = specs.iter().map(|s| row_dir(s.label())).collect();
+    let baseline_dir = baseline.and_then(|b| row_dir(format!("ar [{}]", b.engine)));
+    for dir in dirs.iter().chain([&baseline_dir]).flatten() {
+        std::fs::create_dir_all(dir).map_err(|e| TtsError::Bench {
+            what: format!("audio folder {}", dir.display()),
+            reason: e.to_string(),
+        })?;
+    }
     progress.start(
         (utterances.len() * (specs.len() + usize::from(baseline.is_some()))) as u64,
         "decoding (utterances × decoders)",
@@ -442,6 +496,7 @@ pub fn run_decode_bench(
         })?;
         let request = pipeline.request(&text, None, &settings.lengths, settings.seed + i as u64)?;
         let sentence = Sentence {
+            id: &u.id,
             text: &text,
             transcript: &u.text,
             request: &request,
@@ -449,11 +504,12 @@ pub fn run_decode_bench(
             settings,
         };
         if let (Some(b), Some(decoder)) = (baseline, baseline_decoder.as_mut()) {
-            sentence.run(b.pipeline, decoder.as_mut(), &mut baseline_tally)?;
+            let dir = baseline_dir.as_deref();
+            sentence.run(b.pipeline, decoder.as_mut(), &mut baseline_tally, dir)?;
             progress.inc(1);
         }
-        for (tally, decoder) in tallies.iter_mut().zip(decoders.iter_mut()) {
-            sentence.run(pipeline, decoder.as_mut(), tally)?;
+        for ((tally, decoder), dir) in tallies.iter_mut().zip(decoders.iter_mut()).zip(&dirs) {
+            sentence.run(pipeline, decoder.as_mut(), tally, dir.as_deref())?;
             progress.inc(1);
         }
     }
@@ -490,6 +546,7 @@ pub fn run_decode_bench(
 
 /// One sentence of the benchmark, as every decoder speaks it.
 struct Sentence<'a> {
+    id: &'a str,
     text: &'a [u32],
     transcript: &'a str,
     request: &'a Request<TtsPrompt>,
@@ -499,12 +556,14 @@ struct Sentence<'a> {
 
 impl Sentence<'_> {
     /// Synthesises the sentence with `decoder` on `pipeline` and adds the result to `tally`
-    /// (the codes' NLL under the pipeline's AR model).
+    /// (the codes' NLL under the pipeline's AR model); with `audio_dir`, keeps the clip and its
+    /// transcript there.
     fn run(
         &self,
         pipeline: &Pipeline,
         decoder: &mut dyn Decoder<ArEngine>,
         tally: &mut Tally,
+        audio_dir: Option<&std::path::Path>,
     ) -> Result<()> {
         let out = pipeline.synthesize(
             decoder,
@@ -513,6 +572,19 @@ impl Sentence<'_> {
             None,
             &self.settings.sampler,
         )?;
+        if let Some(dir) = audio_dir {
+            let audio = voxspec_audio::Audio::new(out.samples.clone(), pipeline.sample_rate());
+            voxspec_audio::write_wav(
+                &dir.join(format!("{}.wav", self.id)),
+                &audio,
+                voxspec_audio::WavFormat::Pcm16,
+            )?;
+            let txt = dir.join(format!("{}.txt", self.id));
+            std::fs::write(&txt, self.transcript).map_err(|e| TtsError::Bench {
+                what: format!("transcript {}", txt.display()),
+                reason: e.to_string(),
+            })?;
+        }
         let g = &out.generation;
         tally.utterances += 1;
         tally.tokens += g.tokens.len();
@@ -562,6 +634,7 @@ impl Tally {
             eos_stops: self.eos_stops,
             cer: judged.then(|| self.errors.rate()),
             forced_choice: judged.then(|| self.identified as f64 / self.utterances.max(1) as f64),
+            asr: None,
             nll: self.nll.mean(),
         }
     }
@@ -570,6 +643,13 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn row_folders_are_plain_names() {
+        assert_eq!(row_dir_name("mtp k=8 top3"), "mtp-k-8-top3");
+        assert_eq!(row_dir_name("ar [burn]"), "ar-burn");
+        assert_eq!(row_dir_name("self ssd β=0.4 γ=3"), "self-ssd-0.4-3");
+    }
 
     #[test]
     fn the_widest_block_covers_heads_and_verification_blocks() {

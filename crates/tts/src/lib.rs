@@ -68,7 +68,8 @@ mod stream;
 mod untrained;
 
 pub use bench::{
-    Baseline, BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, run_decode_bench,
+    AsrScore, Baseline, BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, row_dir_name,
+    run_decode_bench,
 };
 pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};

@@ -98,11 +98,27 @@ impl Frontend {
     /// `wave: [samples]` at [`FrontendConfig::sample_rate`] → `[frames, n_mels]` row-major,
     /// `frames = self.num_frames(samples)`.
     pub fn features(&self, wave: &[f32]) -> Vec<f32> {
+        self.features_and_levels(wave).0
+    }
+
+    /// The features of [`Frontend::features`] and each frame's level before normalisation:
+    /// the total mel power in dB (`10 log10 Σ_bands exp(log-mel)`).
+    ///
+    /// # Shapes
+    /// `wave: [samples]` → (`[frames, n_mels]`, `[frames]`).
+    pub fn features_and_levels(&self, wave: &[f32]) -> (Vec<f32>, Vec<f32>) {
         let mut feats = self.mel.compute(wave);
+        let levels = feats
+            .chunks_exact(self.config.n_mels.max(1))
+            .map(|row| {
+                let power: f64 = row.iter().map(|&v| f64::from(v).exp()).sum();
+                (10.0 * power.max(1e-30).log10()) as f32
+            })
+            .collect();
         if self.config.normalize {
             cmvn(&mut feats, self.config.n_mels);
         }
-        feats
+        (feats, levels)
     }
 }
 

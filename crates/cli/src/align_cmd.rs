@@ -1,0 +1,478 @@
+//! `voxspec align`: train the aligner on a prepared corpus and write its phone alignments as
+//! TextGrids.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::module::Module;
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+use voxspec_align::{
+    AlignCorpus, AlignTask, AlignTaskConfig, Aligner, AlignerModelConfig, BoundaryErrors,
+    Objective, Scoring, SilenceGate, Topology, UtteranceAlignment, class_of_label,
+};
+use voxspec_data::Utterance;
+use voxspec_data::corpus::SPLITS;
+
+use crate::progress::Bar;
+use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
+
+/// Model sizes of the aligner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Preset {
+    /// Width 32, 1 layer: tests and smoke runs.
+    Tiny,
+    /// Width 128, 3 layers (≈ 0.8 M parameters): an hour of speech on 2 CPU cores.
+    Small,
+    /// Width 256, 6 layers: large corpora.
+    Base,
+}
+
+/// Phone alignments from voxspec alone: trains an acoustic model over the phone set on the
+/// corpus's own audio and transcripts (forward-sum over every monotonic path through each
+/// transcript's G2P phones, pauses between words optional), then writes the Viterbi path of
+/// every utterance as a TextGrid.
+///
+/// Reads <DATA>/{train,dev,test}.jsonl (`voxspec prepare` output; every split present is
+/// aligned and used for training). Writes <OUT>/<speaker>/<chapter>/<id>.TextGrid (the layout
+/// `voxspec prepare --alignments <OUT>` reads; with --beside-audio next to each audio file
+/// instead), <OUT>/aligner/ (the model run: checkpoints, metrics, model.safetensors) and
+/// <OUT>/report.json. When the manifests already carry alignments (a corpus with known phone
+/// timings, e.g. datasets/minitts), they are only used to measure the new ones: mean absolute
+/// boundary error and the share within 20 ms, for the transcripts' own phones and for the
+/// reference phone sequences aligned by the same model.
+///
+/// With --aligner DIR an already trained aligner is used and nothing is trained. Ctrl-C during
+/// training checkpoints; --resume continues.
+#[derive(Debug, Args)]
+#[command(mut_arg("steps", |a| a.default_value("400")))]
+#[command(mut_arg("lr", |a| a.default_value("2e-3")))]
+#[command(mut_arg("warmup", |a| a.default_value("100")))]
+#[command(mut_arg("valid_every", |a| a.default_value("0")))]
+pub struct AlignArgs {
+    /// Prepared data directory.
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Output directory.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Use this trained aligner (an <OUT>/aligner of an earlier run) instead of training one.
+    #[arg(long, value_name = "DIR")]
+    aligner: Option<PathBuf>,
+    /// Write each TextGrid next to its audio file (for bundling a corpus with its alignments).
+    #[arg(long)]
+    beside_audio: bool,
+    /// Model size.
+    #[arg(long, value_enum, default_value = "small")]
+    preset: Preset,
+    /// Convolutions of the acoustic model [default: the preset's].
+    #[arg(long, value_name = "N")]
+    conv_layers: Option<usize>,
+    /// Kernel of the convolutions (odd) [default: the preset's].
+    #[arg(long, value_name = "K")]
+    kernel: Option<usize>,
+    /// At most this many padded 100 Hz frames per batch (items × longest).
+    #[arg(long, default_value_t = 8000)]
+    max_frames: usize,
+    /// Flat-start steps before --steps of forward-sum training: cross-entropy against each
+    /// transcript's phones spread evenly over its frames.
+    #[arg(long, default_value_t = 200)]
+    flat_steps: usize,
+    /// What follows the flat start: `viterbi` (cross-entropy against the model's own best
+    /// path, re-found at every step) or `forward-sum` (every path, weighted).
+    #[arg(long, value_enum, default_value = "viterbi")]
+    objective: ObjectiveArg,
+    /// Weight of the class prior subtracted from the log-posteriors when paths are scored
+    /// (scaled likelihoods of hybrid HMM systems; 0: the posteriors themselves, which lets the
+    /// most frequent phone take over).
+    #[arg(long, default_value_t = 1.0)]
+    prior_scale: f64,
+    /// Silence costs --silence-penalty nats on frames within this many dB of the utterance's
+    /// speech level (0: silence may stand anywhere, which lets training collapse onto it).
+    #[arg(long, default_value_t = 30.0)]
+    silence_gate_db: f32,
+    /// See --silence-gate-db.
+    #[arg(long, default_value_t = 10.0)]
+    silence_penalty: f32,
+    #[command(flatten, next_help_heading = "Training loop")]
+    train: LoopArgs,
+}
+
+/// `--objective` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ObjectiveArg {
+    Viterbi,
+    ForwardSum,
+}
+
+/// What `--resume` needs besides the checkpoint.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunFile {
+    preset: Preset,
+    task: AlignTaskConfig,
+}
+
+/// Boundary errors of one comparison, for the report.
+#[derive(Debug, Serialize)]
+struct BoundaryReport {
+    utterances: usize,
+    mismatched: usize,
+    boundaries: usize,
+    mean_abs_error_ms: f64,
+    within_10ms: f64,
+    within_20ms: f64,
+    within_50ms: f64,
+}
+
+impl From<&BoundaryErrors> for BoundaryReport {
+    fn from(e: &BoundaryErrors) -> Self {
+        let n = e.boundaries.max(1) as f64;
+        Self {
+            utterances: e.utterances,
+            mismatched: e.mismatched,
+            boundaries: e.boundaries,
+            mean_abs_error_ms: 1000.0 * e.mean_abs_error(),
+            within_10ms: e.within_10ms as f64 / n,
+            within_20ms: e.within_20ms as f64 / n,
+            within_50ms: e.within_50ms as f64 / n,
+        }
+    }
+}
+
+/// `<OUT>/report.json`.
+#[derive(Debug, Serialize)]
+struct Report {
+    data: PathBuf,
+    utterances: usize,
+    aligned: usize,
+    failed: Vec<(String, String)>,
+    left_out: Vec<(String, String)>,
+    train_seconds: Option<f64>,
+    align_seconds: f64,
+    mean_score: f64,
+    inner_pauses: usize,
+    /// Against the manifests' own alignments, the transcripts' G2P phones aligned.
+    reference_transcript: Option<BoundaryReport>,
+    /// Against the manifests' own alignments, their phone sequences aligned by the same model.
+    reference_phones: Option<BoundaryReport>,
+}
+
+pub fn run(args: AlignArgs) -> anyhow::Result<()> {
+    let mut utterances: Vec<Utterance> = Vec::new();
+    for split in SPLITS {
+        utterances.extend(crate::train_cmd::read_split(&args.data, split, false)?);
+    }
+    anyhow::ensure!(
+        !utterances.is_empty(),
+        "{} has no manifest with utterances (run `voxspec prepare` first)",
+        args.data.display()
+    );
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let device = crate::device::training()[0].clone();
+
+    let (aligner, corpus, train_seconds) = match &args.aligner {
+        Some(dir) => {
+            let aligner = Aligner::load(dir, &device)
+                .with_context(|| format!("loading the aligner {}", dir.display()))?;
+            let frontend = aligner.file().frontend.init()?;
+            let corpus = AlignCorpus::build(&utterances, &frontend, &Bar::new())?;
+            (aligner, Arc::new(corpus), None)
+        }
+        None => {
+            let (aligner, corpus, seconds) = train(&args, &utterances)?;
+            (aligner, corpus, Some(seconds))
+        }
+    };
+    for (id, why) in &corpus.left_out {
+        eprintln!("left out {id}: {why}");
+    }
+
+    let started = Instant::now();
+    let (aligned, failed) =
+        aligner.align_corpus(&corpus, &|_| None, args.max_frames, &device, &Bar::new())?;
+    let align_seconds = started.elapsed().as_secs_f64();
+    for (id, e) in &failed {
+        eprintln!("not aligned {id}: {e}");
+    }
+    let by_id: std::collections::HashMap<&str, &Utterance> =
+        utterances.iter().map(|u| (u.id.as_str(), u)).collect();
+    for a in &aligned {
+        let u = by_id[a.id.as_str()];
+        let path = textgrid_path(&args, u);
+        voxspec_data::write_textgrid(&path, &a.alignment)
+            .with_context(|| format!("writing the alignment of {}", u.id))?;
+    }
+    let inner_pauses = aligned
+        .iter()
+        .map(|a| {
+            let n = a.alignment.phones.len();
+            a.alignment.phones[1..n.saturating_sub(1)]
+                .iter()
+                .filter(|p| p.as_str() == voxspec_data::textgrid::SILENCE)
+                .count()
+        })
+        .sum();
+    let mean_score = aligned.iter().map(|a| a.score).sum::<f64>() / aligned.len().max(1) as f64;
+
+    let (reference_transcript, reference_phones) =
+        compare_with_references(&aligner, &corpus, &aligned, args.max_frames, &device)?;
+
+    let report = Report {
+        data: args.data.clone(),
+        utterances: utterances.len(),
+        aligned: aligned.len(),
+        failed: failed
+            .iter()
+            .map(|(id, e)| (id.clone(), e.to_string()))
+            .collect(),
+        left_out: corpus.left_out.clone(),
+        train_seconds,
+        align_seconds,
+        mean_score,
+        inner_pauses,
+        reference_transcript,
+        reference_phones,
+    };
+    voxspec_data::write_atomic(
+        &args.out.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
+    println!(
+        "aligned {} of {} utterances in {:.1} s ({} inner pauses; mean log-probability per \
+         frame {:.3}); TextGrids in {}",
+        report.aligned,
+        report.utterances,
+        align_seconds,
+        inner_pauses,
+        mean_score,
+        if args.beside_audio {
+            "the audio folders".to_string()
+        } else {
+            args.out.display().to_string()
+        }
+    );
+    for (what, r) in [
+        ("transcripts' phones", &report.reference_transcript),
+        ("reference phones   ", &report.reference_phones),
+    ] {
+        if let Some(r) = r {
+            println!(
+                "against the corpus's own alignments, {what}: {} utterances ({} with other \
+                 phones skipped), {} boundaries: mean |error| {:.1} ms, within 10 ms {:.1} %, \
+                 20 ms {:.1} %, 50 ms {:.1} %",
+                r.utterances,
+                r.mismatched,
+                r.boundaries,
+                r.mean_abs_error_ms,
+                100.0 * r.within_10ms,
+                100.0 * r.within_20ms,
+                100.0 * r.within_50ms
+            );
+        }
+    }
+    println!("report: {}", args.out.join("report.json").display());
+    anyhow::ensure!(
+        !aligned.is_empty(),
+        "no utterance could be aligned (see the messages above)"
+    );
+    Ok(())
+}
+
+/// Where the TextGrid of `u` goes.
+fn textgrid_path(args: &AlignArgs, u: &Utterance) -> PathBuf {
+    let file = format!("{}.TextGrid", u.id);
+    if args.beside_audio {
+        return Path::new(&u.path).with_file_name(file);
+    }
+    let mut dir = args.out.join(&u.speaker);
+    if !u.chapter.is_empty() {
+        dir = dir.join(&u.chapter);
+    }
+    dir.join(file)
+}
+
+/// Trains the aligner: the flat start into `<out>/aligner-flat`, then forward-sum into
+/// `<out>/aligner`. Returns it with the corpus and the seconds spent.
+fn train(
+    args: &AlignArgs,
+    utterances: &[Utterance],
+) -> anyhow::Result<(Aligner, Arc<AlignCorpus>, f64)> {
+    let started = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    install_ctrl_c(stop.clone())?;
+    let flat_dir = args.out.join("aligner-flat");
+    let flat_weights = flat_dir.join(voxspec_train::weights::WEIGHTS_FILE);
+    let mut model = match args.preset {
+        Preset::Tiny => AlignerModelConfig::tiny(),
+        Preset::Small => AlignerModelConfig::small(),
+        Preset::Base => AlignerModelConfig::base(),
+    };
+    if let Some(n) = args.conv_layers {
+        model.conv_layers = n;
+    }
+    if let Some(k) = args.kernel {
+        model.conv_kernel = k;
+    }
+    let base = AlignTaskConfig::new(model)
+        .with_batch_size(args.train.batch)
+        .with_max_batch_frames(args.max_frames)
+        .with_seed(args.train.seed)
+        .with_scoring(
+            Scoring::new()
+                .with_prior_scale(args.prior_scale)
+                .with_silence_gate((args.silence_gate_db > 0.0).then(|| {
+                    SilenceGate::new()
+                        .with_below_peak_db(args.silence_gate_db)
+                        .with_penalty(args.silence_penalty)
+                })),
+        );
+    let mut corpus = None;
+    if args.flat_steps > 0 {
+        let flat = base.clone().with_objective(Objective::Uniform);
+        let mut loop_args = args.train.clone();
+        loop_args.steps = args.flat_steps;
+        loop_args.warmup = loop_args.warmup.min(args.flat_steps / 2);
+        let (_, c) = run_phase(
+            args,
+            &loop_args,
+            &flat_dir,
+            flat,
+            (utterances, None),
+            &stop,
+            "flat start",
+        )?;
+        corpus = Some(c);
+    }
+    let main = base
+        .with_objective(match args.objective {
+            ObjectiveArg::Viterbi => Objective::Viterbi,
+            ObjectiveArg::ForwardSum => Objective::ForwardSum,
+        })
+        .with_init_weights((args.flat_steps > 0).then(|| flat_weights.clone()));
+    let run_dir = args.out.join("aligner");
+    let (aligner, corpus) = run_phase(
+        args,
+        &args.train,
+        &run_dir,
+        main,
+        (utterances, corpus),
+        &stop,
+        "forward-sum",
+    )?;
+    aligner.save(&run_dir)?;
+    Ok((aligner, corpus, started.elapsed().as_secs_f64()))
+}
+
+/// One training run of the aligner in `run_dir` (resumed with --resume); its model is saved
+/// there as model.safetensors + config.json.
+fn run_phase(
+    args: &AlignArgs,
+    loop_args: &LoopArgs,
+    run_dir: &Path,
+    task: AlignTaskConfig,
+    (utterances, corpus): (&[Utterance], Option<Arc<AlignCorpus>>),
+    stop: &Arc<AtomicBool>,
+    what: &str,
+) -> anyhow::Result<(Aligner, Arc<AlignCorpus>)> {
+    std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
+    let start = voxspec_train::open_run::<RunFile>(run_dir, "aligner", args.train.resume)?;
+    let run = if let voxspec_train::RunStart::Resume(run) = start {
+        run
+    } else {
+        let run = RunFile {
+            preset: args.preset,
+            task,
+        };
+        voxspec_train::save_run_settings(run_dir, "aligner", &run)?;
+        run
+    };
+    let model_config = run.task.model.clone();
+    let frontend = run.task.frontend.clone();
+    let scoring = run.task.scoring.clone();
+    let (task, corpus) = match corpus {
+        Some(c) => (AlignTask::with_corpus(run.task, c.clone())?, c),
+        None => {
+            let (task, c) = AlignTask::new(run.task, utterances, &Bar::new())?;
+            println!(
+                "aligner: {} utterances, {:.1} minutes of audio",
+                c.len(),
+                c.total_frames() as f64 / 6000.0
+            );
+            (task, c)
+        }
+    };
+    let devices = crate::device::training();
+    let trainer = voxspec_train::Trainer::new(loop_args.config(5.0), task, run_dir, &devices[0])
+        .with_devices(&devices)
+        .with_stop_flag(stop.clone());
+    let started = Instant::now();
+    let mut observer = StepBar::new(loop_args.steps);
+    let outcome = trainer.run(&mut observer)?;
+    observer.bar.finish_and_clear();
+    anyhow::ensure!(
+        !outcome.stopped,
+        "stopped at step {}; the checkpoint is in {}; continue with --resume",
+        outcome.step,
+        run_dir.display()
+    );
+    println!(
+        "aligner, {what}: {} steps in {:.0} s",
+        outcome.step,
+        started.elapsed().as_secs_f64()
+    );
+    let aligner = Aligner::new(outcome.model.valid(), model_config, frontend, scoring)?;
+    aligner.save(run_dir)?;
+    Ok((aligner, corpus))
+}
+
+/// Boundary errors against the manifests' own alignments, when they have any: the transcript
+/// alignments as they are, and the reference phone sequences aligned by the same model.
+fn compare_with_references(
+    aligner: &Aligner,
+    corpus: &AlignCorpus,
+    aligned: &[UtteranceAlignment],
+    max_frames: usize,
+    device: &burn::tensor::Device,
+) -> anyhow::Result<(Option<BoundaryReport>, Option<BoundaryReport>)> {
+    let references: std::collections::HashMap<&str, &voxspec_data::Alignment> = corpus
+        .utterances()
+        .iter()
+        .filter_map(|u| {
+            u.utterance
+                .alignment
+                .as_ref()
+                .map(|a| (u.utterance.id.as_str(), a))
+        })
+        .collect();
+    if references.is_empty() {
+        return Ok((None, None));
+    }
+    let mut transcript = BoundaryErrors::default();
+    for a in aligned {
+        if let Some(r) = references.get(a.id.as_str()) {
+            transcript.add(&a.alignment, r);
+        }
+    }
+    let reference_topology = |u: &voxspec_align::AlignUtterance| -> Option<Topology> {
+        let r = u.utterance.alignment.as_ref()?;
+        let classes: Option<Vec<u32>> = r.phones.iter().map(|p| class_of_label(p).ok()).collect();
+        Topology::required(classes?).ok()
+    };
+    let (forced, _) =
+        aligner.align_corpus(corpus, &reference_topology, max_frames, device, &Bar::new())?;
+    let mut phones = BoundaryErrors::default();
+    for a in &forced {
+        if let Some(r) = references.get(a.id.as_str()) {
+            phones.add(&a.alignment, r);
+        }
+    }
+    Ok((
+        Some(BoundaryReport::from(&transcript)),
+        Some(BoundaryReport::from(&phones)),
+    ))
+}
