@@ -70,7 +70,7 @@ Usage: $0 [options]
                        without alignments is aligned first by voxspec align), on, off (the plain
                        model, no alignment made or used)
   --align-steps N      Viterbi-training steps of voxspec align after its 200-step flat start
-                       (default 400)
+                       (default 800)
   --threads N          worker threads (default: all cores)
   --device SPEC        cpu (default), wgpu, wgpu:N, cuda, cuda:N, or a list (wgpu:0,wgpu:1) for
                        data-parallel AR/NAR training; wgpu needs CARGO_FEATURES=gpu, cuda
@@ -159,7 +159,7 @@ else
   # Batches of 16 took 1.5 s per AR step on 2 cores: 15 minutes for the AR model alone.
   batch="${batch:-8}"
 fi
-align_steps="${align_steps:-400}"
+align_steps="${align_steps:-800}"
 codec="${codec:-checkpoints/codec-minitts}"
 teacher="${teacher:-checkpoints/ctc-minitts}"
 bench_utterances="${bench_utterances:-60}"
