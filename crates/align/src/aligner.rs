@@ -52,6 +52,9 @@ pub struct UtteranceAlignment {
     pub score: f64,
 }
 
+/// The alignments of a corpus, and the utterances that could not be aligned with the reason.
+pub type CorpusAlignment = (Vec<UtteranceAlignment>, Vec<(String, AlignError)>);
+
 /// A trained aligner.
 #[derive(Debug, Clone)]
 pub struct Aligner {
@@ -212,7 +215,7 @@ impl Aligner {
         max_frames: usize,
         device: &Device,
         progress: &dyn voxspec_data::Progress,
-    ) -> Result<(Vec<UtteranceAlignment>, Vec<(String, AlignError)>), AlignError> {
+    ) -> Result<CorpusAlignment, AlignError> {
         let utts = corpus.utterances();
         let mut order: Vec<usize> = (0..utts.len()).collect();
         order.sort_by_key(|&i| utts[i].frames);

@@ -91,9 +91,9 @@ pub fn forward_backward(
     }
 
     let mut alpha = vec![ninf; frames * n];
-    for s in 0..n {
+    for (s, a) in alpha[..n].iter_mut().enumerate() {
         if topology.can_start(s) {
-            alpha[s] = emit(0, s);
+            *a = emit(0, s);
         }
     }
     for t in 1..frames {

@@ -29,7 +29,7 @@ pub mod scoring;
 pub mod task;
 pub mod topology;
 
-pub use aligner::{ALIGNER_KIND, Aligner, AlignerFile, UtteranceAlignment};
+pub use aligner::{ALIGNER_KIND, Aligner, AlignerFile, CorpusAlignment, UtteranceAlignment};
 pub use boundary::BoundaryErrors;
 pub use data::{
     AlignBatch, AlignBatches, AlignCorpus, AlignUtterance, text_normalizer, transcript_topology,

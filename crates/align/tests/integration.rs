@@ -52,7 +52,7 @@ fn forward_sum_gradient_matches_finite_differences() {
         &device,
     )
     .require_grad();
-    let levels = vec![vec![50.0f32; 9], vec![50.0f32; 6]];
+    let levels = [vec![50.0f32; 9], vec![50.0f32; 6]];
     let level_refs: Vec<&[f32]> = levels.iter().map(Vec::as_slice).collect();
     // The prior is held constant in the surrogate, so compare without it.
     let plain = Scoring::new().with_prior_scale(0.0).with_silence_gate(None);
@@ -98,7 +98,7 @@ fn forward_sum_gradient_matches_finite_differences() {
         );
     }
     // padded frames get no gradient
-    let padded = (1 * frames + 7) * classes;
+    let padded = (frames + 7) * classes; // utterance 1, frame 7
     assert!(grad[padded..padded + classes].iter().all(|&g| g == 0.0));
 }
 
@@ -248,14 +248,9 @@ fn training_finds_planted_boundaries() {
         corpus.clone(),
     )
     .unwrap();
-    let outcome = Trainer::new(
-        train_config(300),
-        task,
-        &dir.path().join("viterbi"),
-        &device,
-    )
-    .run(&mut ())
-    .unwrap();
+    let outcome = Trainer::new(train_config(300), task, dir.path().join("viterbi"), &device)
+        .run(&mut ())
+        .unwrap();
     let aligner = Aligner::new(outcome.model.valid(), model, frontend, scoring.clone()).unwrap();
     let after = within_one_frame(&aligner);
     assert!(
