@@ -75,6 +75,13 @@ pub struct AlignArgs {
     /// Kernel of the convolutions (odd) [default: the preset's].
     #[arg(long, value_name = "K")]
     kernel: Option<usize>,
+    /// Width of the convolutions [default: the preset's].
+    #[arg(long, value_name = "D")]
+    width: Option<usize>,
+    /// Hop between feature frames in samples at 16 kHz (160: 10 ms); boundaries are placed to
+    /// one hop.
+    #[arg(long, default_value_t = 160)]
+    hop: usize,
     /// At most this many padded 100 Hz frames per batch (items × longest).
     #[arg(long, default_value_t = 8000)]
     max_frames: usize,
@@ -318,7 +325,16 @@ fn train(
     if let Some(k) = args.kernel {
         model.conv_kernel = k;
     }
+    if let Some(d) = args.width {
+        model.width = d;
+    }
+    anyhow::ensure!(
+        (40..=400).contains(&args.hop),
+        "--hop {} must lie in 40..=400 samples (2.5–25 ms at 16 kHz)",
+        args.hop
+    );
     let base = AlignTaskConfig::new(model)
+        .with_frontend(voxspec_teacher::ctc::FrontendConfig::new().with_hop_length(args.hop))
         .with_batch_size(args.train.batch)
         .with_max_batch_frames(args.max_frames)
         .with_seed(args.train.seed)
@@ -398,10 +414,11 @@ fn run_phase(
         Some(c) => (AlignTask::with_corpus(run.task, c.clone())?, c),
         None => {
             let (task, c) = AlignTask::new(run.task, utterances, &Bar::new())?;
+            let hop_s = frontend.hop_length as f64 / f64::from(frontend.sample_rate);
             println!(
                 "aligner: {} utterances, {:.1} minutes of audio",
                 c.len(),
-                c.total_frames() as f64 / 6000.0
+                c.total_frames() as f64 * hop_s / 60.0
             );
             (task, c)
         }

@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 fn voxspec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_voxspec"))
         .args(args)
+        .env("VOXSPEC_NO_ASR", "1")
         .output()
         .expect("the voxspec binary runs")
 }

@@ -13,6 +13,7 @@ use voxspec_data::{
 fn voxspec(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_voxspec"))
         .args(args)
+        .env("VOXSPEC_NO_ASR", "1")
         .output()
         .expect("the voxspec binary runs")
 }
