@@ -91,6 +91,39 @@ pub struct ForwardSumLoss {
     pub nll: Vec<f64>,
 }
 
+/// Checks a batch's sizes (one length, topology and level track per utterance, each level
+/// track as long as its utterance, no length past the padded frames) and reads the
+/// log-probabilities back to the host.
+fn host_batch(
+    log_probs: &Tensor<3>,
+    lengths: &[usize],
+    topologies: &[Topology],
+    levels: &[&[f32]],
+    what: &'static str,
+) -> Result<Vec<f32>, AlignError> {
+    let [batch, frames, classes] = log_probs.dims();
+    if lengths.len() != batch
+        || topologies.len() != batch
+        || levels.len() != batch
+        || lengths
+            .iter()
+            .zip(levels)
+            .any(|(&l, v)| l > frames || v.len() != l)
+    {
+        return Err(AlignError::input(
+            what,
+            format!(
+                "log_probs [{batch}, {frames}, {classes}], {} lengths, {} topologies, {} level \
+                 tracks",
+                lengths.len(),
+                topologies.len(),
+                levels.len()
+            ),
+        ));
+    }
+    crate::host_f32(log_probs.to_data(), "aligner log_probs")
+}
+
 /// The forward-sum loss of padded log-probabilities.
 ///
 /// # Shapes
@@ -110,24 +143,7 @@ pub fn forward_sum_loss(
     scoring: &Scoring,
 ) -> Result<ForwardSumLoss, AlignError> {
     let [batch, frames, classes] = log_probs.dims();
-    if lengths.len() != batch
-        || topologies.len() != batch
-        || levels.len() != batch
-        || lengths
-            .iter()
-            .zip(levels)
-            .any(|(&l, v)| l > frames || v.len() != l)
-    {
-        return Err(AlignError::input(
-            "forward-sum batch",
-            format!(
-                "log_probs [{batch}, {frames}, {classes}], {} lengths, {} topologies",
-                lengths.len(),
-                topologies.len()
-            ),
-        ));
-    }
-    let host = crate::host_f32(log_probs.to_data(), "aligner log_probs")?;
+    let host = host_batch(&log_probs, lengths, topologies, levels, "forward-sum batch")?;
     let per_utt = frames * classes;
     let utts: Vec<&[f32]> = (0..batch)
         .map(|b| &host[b * per_utt..b * per_utt + lengths[b] * classes])
@@ -195,23 +211,7 @@ pub fn best_path_classes(
     scoring: &Scoring,
 ) -> Result<Vec<Vec<u32>>, AlignError> {
     let [batch, frames, classes] = log_probs.dims();
-    if lengths.len() != batch
-        || topologies.len() != batch
-        || levels.len() != batch
-        || lengths
-            .iter()
-            .zip(levels)
-            .any(|(&l, v)| l > frames || v.len() != l)
-    {
-        return Err(AlignError::input(
-            "viterbi batch",
-            format!(
-                "log_probs [{batch}, {frames}, {classes}], {} lengths",
-                lengths.len()
-            ),
-        ));
-    }
-    let host = crate::host_f32(log_probs.to_data(), "aligner log_probs")?;
+    let host = host_batch(&log_probs, lengths, topologies, levels, "viterbi batch")?;
     let per_utt = frames * classes;
     let utts: Vec<&[f32]> = (0..batch)
         .map(|b| &host[b * per_utt..b * per_utt + lengths[b] * classes])
