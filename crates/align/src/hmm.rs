@@ -13,20 +13,10 @@
 //! Everything runs in `f64` log space on the host; frames × states is small (a few hundred by
 //! a few dozen per utterance).
 
+use voxspec_teacher::ctc::log_add;
+
 use crate::error::AlignError;
 use crate::topology::Topology;
-
-/// `log(exp(a) + exp(b))`; `−∞` is the identity.
-fn log_add(a: f64, b: f64) -> f64 {
-    if a == f64::NEG_INFINITY {
-        return b;
-    }
-    if b == f64::NEG_INFINITY {
-        return a;
-    }
-    let (hi, lo) = if a > b { (a, b) } else { (b, a) };
-    hi + (lo - hi).exp().ln_1p()
-}
 
 /// Checks `log_probs` is `frames × classes` and every class of `topology` is below `classes`.
 fn check(

@@ -30,7 +30,7 @@ use super::host_f32;
 use crate::error::TeacherError;
 
 /// `log(exp(a) + exp(b))` without overflow; `−∞` is the identity.
-fn log_add(a: f64, b: f64) -> f64 {
+pub fn log_add(a: f64, b: f64) -> f64 {
     if a == f64::NEG_INFINITY {
         return b;
     }

@@ -38,7 +38,7 @@ pub use forced_choice::{
 };
 pub use frontend::{Frontend, FrontendConfig};
 pub use loss::{
-    CtcAlignment, CtcLossOutput, ctc_alignment, ctc_log_likelihood, ctc_loss, min_frames,
+    CtcAlignment, CtcLossOutput, ctc_alignment, ctc_log_likelihood, ctc_loss, log_add, min_frames,
 };
 pub use model::{BLANK, CtcModel, CtcModelConfig, CtcOutput};
 pub use score::ScoredUtterance;
