@@ -11,7 +11,9 @@
 #                      factors on 10 s → <exp>/codec/eval.json, <exp>/codec/bench.json
 #   (no vocoder stage: the codec's decoder produces the waveform itself)
 #
-# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Runs on the bundled corpus datasets/minitts (--corpus kathleen: the bundled real voice, whose
+# codec starts from the shipped minitts codec and distils to the shipped CTC teacher) unless
+# LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
 # reruns one. Training stages resume from their newest checkpoint when rerun after an
 # interruption. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
@@ -28,20 +30,29 @@ codec_steps=""
 preset=""
 ctc_preset=""
 adversarial=()
+corpus_name=minitts
+teacher=""
+init=""
 force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
   --stage N            first stage to run (default 0)
   --stop-stage N       last stage to run (default: all)
-  --exp DIR            experiment directory (default exp/minitts, or exp/libritts with LIBRITTS_ROOT)
+  --corpus NAME        bundled corpus: minitts (default) or kathleen
+  --exp DIR            experiment directory (default exp/<corpus>, or exp/libritts with LIBRITTS_ROOT)
+  --teacher DIR        use this CTC teacher instead of training one (stage 1 skipped; default
+                       for kathleen: checkpoints/ctc-minitts)
+  --init DIR           start the codec from this trained codec (default for kathleen:
+                       checkpoints/codec-minitts)
   --threads N          worker threads (default: all cores)
   --ctc-steps N        CTC teacher steps (default 300 for minitts, 30000 for LibriTTS)
-  --codec-steps N      codec steps (default 2000 for minitts, 200000 for LibriTTS)
+  --codec-steps N      codec steps (default 2000 for minitts, 2500 for kathleen, 200000 for
+                       LibriTTS)
   --preset NAME        codec size: tiny, small (minitts default) or base (LibriTTS default)
   --ctc-preset NAME    teacher size: tiny, small (minitts default) or base (LibriTTS default)
   --adversarial        train the codec with MPD + MSD discriminators
@@ -59,6 +70,9 @@ while [ $# -gt 0 ]; do
     --stage) stage="$2"; shift 2 ;;
     --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
     --exp) exp="$2"; shift 2 ;;
+    --corpus) corpus_name="$2"; shift 2 ;;
+    --teacher) teacher="$2"; shift 2 ;;
+    --init) init="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --ctc-steps) ctc_steps="$2"; shift 2 ;;
     --codec-steps) codec_steps="$2"; shift 2 ;;
@@ -82,13 +96,23 @@ if [ -n "${LIBRITTS_ROOT:-}" ]; then
   preset="${preset:-base}"; ctc_preset="${ctc_preset:-base}"
   segment=3.0; batch=8
 else
-  corpus="datasets/minitts"
-  exp="${exp:-exp/minitts}"
-  train_subsets="train-clean-100"
-  ctc_steps="${ctc_steps:-300}"; codec_steps="${codec_steps:-2000}"
+  dev_subsets=dev-clean; test_subsets=test-clean
+  case "$corpus_name" in
+    minitts) train_subsets="train-clean-100"; codec_steps="${codec_steps:-2000}" ;;
+    kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test
+      teacher="${teacher:-checkpoints/ctc-minitts}"; init="${init:-checkpoints/codec-minitts}"
+      codec_steps="${codec_steps:-2500}" ;;
+    *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
+  esac
+  corpus="datasets/$corpus_name"
+  exp="${exp:-exp/$corpus_name}"
+  ctc_steps="${ctc_steps:-300}"
   preset="${preset:-small}"; ctc_preset="${ctc_preset:-small}"
   segment=1.0; batch=4
 fi
+dev_subsets="${dev_subsets:-dev-clean}"; test_subsets="${test_subsets:-test-clean}"
+ctc="${teacher:-$exp/ctc}"
+init_flag=(); [ -n "$init" ] && init_flag=(--init "$init")
 [ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
 
 global=("${verbose[@]+"${verbose[@]}"}")
@@ -123,12 +147,14 @@ if run_stage 0 prepare; then
   force=()
   for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
   "$voxspec" "${global[@]+"${global[@]}"}" prepare --corpus "$corpus" --out "$exp/data" \
-    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean \
+    --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
     "${force[@]+"${force[@]}"}"
   touch "$done_dir/prepare.done"
 fi
 
-if run_stage 1 teacher; then
+if [ -n "$teacher" ]; then
+  log "Stage 1 (teacher): using the CTC teacher $teacher"
+elif run_stage 1 teacher; then
   log "Stage 1 (teacher): CTC teacher ($ctc_preset), $ctc_steps steps → $exp/ctc"
   resume=$(resume_flag "$exp/ctc")
   "$voxspec" "${global[@]+"${global[@]}"}" train ctc --data "$exp/data" --out "$exp/ctc" \
@@ -138,7 +164,7 @@ fi
 
 if run_stage 2 features; then
   log "Stage 2 (features): teacher features of every split → $exp/features"
-  "$voxspec" "${global[@]+"${global[@]}"}" teacher extract --teacher "$exp/ctc" \
+  "$voxspec" "${global[@]+"${global[@]}"}" teacher extract --teacher "$ctc" \
     --data "$exp/data" --out "$exp/features"
   touch "$done_dir/features.done"
 fi
@@ -146,10 +172,12 @@ fi
 if run_stage 3 codec; then
   log "Stage 3 (codec): SpeechTokenizer ($preset), $codec_steps steps → $exp/codec"
   resume=$(resume_flag "$exp/codec")
+  # A fresh run starts from --init (if any); an interrupted one resumes its own checkpoint.
+  start=("${init_flag[@]+"${init_flag[@]}"}"); [ -n "$resume" ] && start=("$resume")
   "$voxspec" "${global[@]+"${global[@]}"}" codec train --data "$exp/data" \
     --teacher-features "$exp/features" --out "$exp/codec" --preset "$preset" \
     --steps "$codec_steps" --segment "$segment" --batch "$batch" \
-    "${adversarial[@]+"${adversarial[@]}"}" ${resume:+"$resume"}
+    "${adversarial[@]+"${adversarial[@]}"}" "${start[@]+"${start[@]}"}"
   touch "$done_dir/codec.done"
 fi
 
@@ -162,7 +190,7 @@ fi
 
 if run_stage 5 eval; then
   log "Stage 5 (eval): resynthesis quality on the test split, codec speed"
-  "$voxspec" "${global[@]+"${global[@]}"}" codec eval --codec "$exp/codec" --teacher "$exp/ctc" \
+  "$voxspec" "${global[@]+"${global[@]}"}" codec eval --codec "$exp/codec" --teacher "$ctc" \
     --data "$exp/data" --split test --out "$exp/codec/eval.json"
   "$voxspec" "${global[@]+"${global[@]}"}" bench codec --codec "$exp/codec" --data "$exp/data" \
     --seconds 10 --out "$exp/codec/bench.json"

@@ -6,8 +6,8 @@
 #                         trained on it) and prepared again with them, unless --alignment off
 #   stage 1  tokenizer    phoneme tokenizer (CMUdict + letter-to-sound; --tokenizer bpe for the
 #                         BPE baseline trained on the train transcripts)
-#   stage 2  extract      codec codes for every split (shipped codec checkpoints/codec-minitts,
-#                         or --codec DIR)
+#   stage 2  extract      codec codes for every split (the shipped codec of the corpus, or
+#                         --codec DIR), linked as <exp>/codec for synthesize and serve
 #   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding
 #   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps); aligned (phone track +
 #                         duration predictor) when the manifests carry phone alignments
@@ -18,8 +18,8 @@
 #                         → <exp>/bench (JSON, table, PNGs)
 #   stage 7  export       self-contained model card of the AR model (+ transitions)
 #
-# Runs on the bundled corpus datasets/minitts (--corpus kathleen: the bundled real voice) unless
-# LIBRITTS_ROOT points at a LibriTTS tree.
+# Runs on the bundled real voice datasets/kathleen (--corpus minitts: the small flite corpus the
+# CI smoke run uses) unless LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
 # reruns one. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
 set -euo pipefail
@@ -29,7 +29,7 @@ cd "$(dirname "$0")/../.."   # repository root
 stage=0
 stop_stage=100
 exp=""
-corpus_name=minitts
+corpus_name=kathleen
 vocab_size=""
 tokenizer_kind=phoneme
 alignments=""
@@ -51,15 +51,15 @@ force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
   --stage N            first stage to run (default 0)
   --stop-stage N       last stage to run (default: all)
-  --corpus NAME        bundled corpus: minitts (default; flite voices, with flite's own phone
-                       timings) or kathleen (1.2 h of one real woman's voice, aligned by
-                       voxspec align); LIBRITTS_ROOT overrides it
+  --corpus NAME        bundled corpus: kathleen (default; 1.2 h of one real woman's voice,
+                       aligned by voxspec align) or minitts (21 minutes of flite voices, with
+                       flite's own phone timings); LIBRITTS_ROOT overrides it
   --exp DIR            experiment directory (default exp/<corpus>, or exp/libritts with LIBRITTS_ROOT)
   --tokenizer KIND     phoneme (default) or bpe (the unaligned baseline)
   --vocab-size N       BPE vocabulary size (default 256 for minitts, 512 for LibriTTS)
@@ -75,17 +75,21 @@ Usage: $0 [options]
   --device SPEC        cpu (default), wgpu, wgpu:N, cuda, cuda:N, or a list (wgpu:0,wgpu:1) for
                        data-parallel AR/NAR training; wgpu needs CARGO_FEATURES=gpu, cuda
                        CARGO_FEATURES=cuda
-  --codec DIR          codec model directory for stage 2 (default: checkpoints/codec-minitts
-                       when it exists; stages 2-5 need codes)
+  --codec DIR          codec model directory for stage 2 (default: the shipped codec of the
+                       corpus, checkpoints/kathleen/codec or checkpoints/codec-minitts;
+                       stages 2-5 need codes)
   --heads N            MTP prediction heads (default 8)
-  --ar-steps N         AR training steps (default 600 for minitts, 100000 for LibriTTS)
-  --nar-steps N        NAR training steps (default 400 for minitts, 100000 for LibriTTS)
+  --ar-steps N         AR training steps (default 800 for kathleen, 600 for minitts, 100000
+                       for LibriTTS)
+  --nar-steps N        NAR training steps (default 400 for the bundled corpora, 100000 for
+                       LibriTTS)
   --batch N            utterances per AR/NAR training batch (default 8 for minitts, 16 for
                        LibriTTS; at most 8192 padded positions either way)
   --teacher DIR        CTC teacher scoring the bench's CER (default: checkpoints/ctc-minitts
                        when it exists; without one the bench has no CER column)
   --bench-utterances N test sentences the bench synthesises with every decoder (default 60: all
-                       of minitts's test split; forced choice is among every test transcript)
+                       of minitts's test split, 60 of kathleen's 100; forced choice is among
+                       every test transcript)
   --bench-heads LIST   head counts the bench compares (default 1,2,4,8 up to --heads)
   --bench-engine E     engine of the bench's decoders: native-bf16 (default on the CPU: the
                        native engine with bf16 weights), native (f32), native-int8, or burn
@@ -148,8 +152,9 @@ if [ -n "${LIBRITTS_ROOT:-}" ]; then
   batch="${batch:-16}"
 else
   case "$corpus_name" in
-    minitts) train_subsets="train-clean-100" ;;
-    kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test ;;
+    minitts) train_subsets="train-clean-100"; codec="${codec:-checkpoints/codec-minitts}" ;;
+    kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test
+      codec="${codec:-checkpoints/kathleen/codec}"; ar_steps="${ar_steps:-800}" ;;
     *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
   esac
   corpus="datasets/$corpus_name"
@@ -252,6 +257,14 @@ if run_stage 2 extract; then
   if [ -f "$codec/config.json" ]; then
     log "Stage 2 (extract): codes of every split with $codec → $tokens"
     "$voxspec" "${global[@]}" codec extract --codec "$codec" --data "$exp/data" --out "$tokens"
+    # synthesize, serve and bench read the codec of an experiment from <exp>/codec.
+    if [ "$(realpath "$codec")" != "$(realpath -m "$exp/codec")" ]; then
+      if [ -L "$exp/codec" ] || [ ! -e "$exp/codec" ]; then
+        ln -sfn "$(realpath "$codec")" "$exp/codec"
+      else
+        log "warning: $exp/codec is another codec than $codec; pass --codec $codec to synthesize"
+      fi
+    fi
     touch "$done_dir/extract.done"
   else
     missing+=("2:extract (no codec model at $codec: train one with recipes/libritts/train_codec.sh or pass --codec)")

@@ -15,6 +15,29 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use voxspec_tts::AsrScore;
 
+/// The flags of every command that runs the judge.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AsrArgs {
+    /// Python of the independent recogniser (`tools/asr_judge.py`, pocketsphinx), which scores
+    /// the same clips beside the CTC teacher [default: $VOXSPEC_ASR_PYTHON, else
+    /// .venv-judge/bin/python from tools/setup_judge.sh when present; else not run]
+    #[arg(long, value_name = "PYTHON")]
+    pub asr_python: Option<PathBuf>,
+    /// Do not run the independent recogniser even when it is set up.
+    #[arg(long)]
+    pub no_asr: bool,
+}
+
+impl AsrArgs {
+    /// The judge these flags ask for (`None`: off or not set up).
+    pub fn judge(&self) -> anyhow::Result<Option<AsrJudge>> {
+        if self.no_asr {
+            return Ok(None);
+        }
+        AsrJudge::find(self.asr_python.as_deref())
+    }
+}
+
 /// The judge's interpreter and script.
 #[derive(Debug, Clone)]
 pub struct AsrJudge {

@@ -116,6 +116,11 @@ pub struct TrainArgs {
     /// Train with MPD + MSD discriminators (slower; two phases per step).
     #[arg(long)]
     pub(crate) adversarial: bool,
+    /// Start from this trained codec (a `codec train` output) instead of fresh weights:
+    /// fine-tuning on a new voice. Its config replaces --preset; the semantic dimension must
+    /// match --teacher-features.
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub(crate) init: Option<PathBuf>,
     /// Codec family: the SpeechTokenizer-style waveform codec, or SoCodec (teacher features →
     /// ordered token streams → log-mel; needs --teacher-features and, to make audio, a vocoder).
     #[arg(long, value_enum, default_value = "speechtokenizer")]
@@ -286,6 +291,8 @@ pub(crate) fn read_audio(path: &Path, rate: u32) -> anyhow::Result<Vec<f32>> {
 struct RunFile {
     preset: Preset,
     teacher_features: Option<PathBuf>,
+    #[serde(default)]
+    init: Option<PathBuf>,
     task: CodecTrainConfig,
 }
 
@@ -381,10 +388,22 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
                 args.out.display()
             );
         }
-        let mut model = args.preset.config();
+        let mut model = match &args.init {
+            Some(dir) => voxspec_codec::read_codec_config(dir)
+                .with_context(|| format!("reading the starting codec {}", dir.display()))?,
+            None => args.preset.config(),
+        };
         if let Some(dir) = &args.teacher_features {
             let store = FeatureStoreReader::open(dir, "train")
                 .with_context(|| format!("opening the teacher features {}", dir.display()))?;
+            anyhow::ensure!(
+                args.init.is_none() || model.semantic_dimension == store.meta().dim,
+                "--init {} distils to {} dimensions but the teacher features in {} are {}-d",
+                args.init.as_deref().unwrap_or(Path::new("")).display(),
+                model.semantic_dimension,
+                dir.display(),
+                store.meta().dim
+            );
             model = model.with_semantic_dimension(store.meta().dim);
         }
         let hop = model.hop_length();
@@ -398,6 +417,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         let run = RunFile {
             preset: args.preset,
             teacher_features: args.teacher_features.clone(),
+            init: args.init.clone(),
             task,
         };
         voxspec_train::save_run_settings(&args.out, "codec", &run)?;
@@ -455,7 +475,11 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         Some(CodecData::new(dev_utts, seg, batch, hop, seed)?)
     };
     let device = crate::device::single()?;
-    let task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
+    let mut task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
+    if let Some(dir) = &run.init {
+        println!("starting from the codec {}", dir.display());
+        task = task.with_init(dir.join(voxspec_train::weights::WEIGHTS_FILE));
+    }
     let config = args.train.config(5.0);
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;

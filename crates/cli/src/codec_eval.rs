@@ -9,12 +9,14 @@ use anyhow::Context;
 use burn::tensor::Device;
 use clap::Args;
 use serde::Serialize;
-use voxspec_audio::{Audio, WavFormat};
-use voxspec_codec::{McdConfig, MelCepstralDistortion};
+use voxspec_audio::{Audio, PitchConfig, WavFormat};
+use voxspec_codec::{McdConfig, MelCepstralDistortion, VoicedMetrics, VoicedScore};
 use voxspec_data::{Progress, Utterance, read_manifest};
 use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
 use voxspec_teacher::{ErrorCounts, SemanticTeacher};
+use voxspec_tts::AsrScore;
 
+use crate::asr_judge::AsrJudge;
 use crate::codec_cmd::{load_codec, read_audio};
 use crate::progress::Bar;
 use crate::teacher_cmd::load_ctc_teacher;
@@ -71,6 +73,8 @@ pub struct EvalArgs {
     /// SoCodec: render with Griffin-Lim instead of the vocoder.
     #[arg(long)]
     pub(crate) griffin_lim: bool,
+    #[command(flatten)]
+    pub(crate) asr: crate::asr_judge::AsrArgs,
 }
 
 /// Scores of one utterance.
@@ -80,6 +84,8 @@ struct UtteranceScore {
     seconds: f64,
     mcd_full_db: f64,
     mcd_rvq1_db: f64,
+    voiced_full: VoicedScore,
+    voiced_rvq1: VoicedScore,
     reference: String,
     hypothesis_original: String,
     hypothesis_full: String,
@@ -111,6 +117,9 @@ struct EvalReport {
     /// Mean over utterances of each utterance's mean per-frame MCD (dB).
     mcd_full_db: f64,
     mcd_rvq1_db: f64,
+    /// Voiced frames (YIN on the original): MCD, F0 error, voicing error, pooled over frames.
+    voiced_full: VoicedScore,
+    voiced_rvq1: VoicedScore,
     /// Characters in the normalised references.
     reference_chars: usize,
     /// Corpus CERs (total edits / total reference characters).
@@ -124,7 +133,18 @@ struct EvalReport {
     forced_choice_original: f64,
     forced_choice_full: f64,
     forced_choice_rvq1: f64,
+    /// The independent recogniser (`tools/asr_judge.py`) on the original and both
+    /// reconstructions, forced choice among the same candidates; absent when not set up.
+    asr: Option<AsrRows>,
     per_utterance: Vec<UtteranceScore>,
+}
+
+/// The independent recogniser's scores of the three renderings.
+#[derive(Debug, Serialize)]
+struct AsrRows {
+    original: AsrScore,
+    full: AsrScore,
+    rvq1: AsrScore,
 }
 
 /// One utterance's original and reconstructions at the codec's rate.
@@ -170,7 +190,7 @@ pub(crate) fn at_rate(audio: &Audio, rate: u32) -> anyhow::Result<Vec<f32>> {
 fn score(
     u: &Utterance,
     r: &Resynthesis,
-    mcd: &MelCepstralDistortion,
+    (mcd, voiced): (&MelCepstralDistortion, &VoicedMetrics),
     teacher: &CtcTeacher,
     (set, own): (&ForcedChoice, usize),
 ) -> anyhow::Result<(UtteranceScore, [ErrorCounts; 3], [bool; 3])> {
@@ -198,6 +218,8 @@ fn score(
             seconds: r.reference.duration_secs(),
             mcd_full_db: mcd_full.db,
             mcd_rvq1_db: mcd_rvq1.db,
+            voiced_full: voiced.score(&r.reference, &r.full)?,
+            voiced_rvq1: voiced.score(&r.reference, &r.rvq1)?,
             reference,
             hypothesis_original: hyp_original,
             hypothesis_full: hyp_full,
@@ -212,6 +234,42 @@ fn score(
         counts,
         identified,
     ))
+}
+
+/// Writes the three renderings of one utterance as `<dir>/{original,full,rvq1}/<id>.wav` with
+/// the transcript in `<id>.txt` beside each: the independent judge's input.
+fn save_for_judge(dir: &Path, u: &Utterance, r: &Resynthesis) -> anyhow::Result<()> {
+    for (name, audio) in [
+        ("original", &r.reference),
+        ("full", &r.full),
+        ("rvq1", &r.rvq1),
+    ] {
+        let sub = dir.join(name);
+        std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
+        voxspec_audio::write_wav(&sub.join(format!("{}.wav", u.id)), audio, WavFormat::Pcm16)?;
+        voxspec_data::write_atomic(&sub.join(format!("{}.txt", u.id)), u.text.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Runs the independent judge on the three folders `save_for_judge` filled.
+fn judge_renderings(judge: &AsrJudge, dir: &Path, texts: &[&str]) -> anyhow::Result<AsrRows> {
+    let candidates = dir.join("candidates.txt");
+    crate::asr_judge::write_candidates(&candidates, texts.iter().copied())?;
+    let jobs = rayon::current_num_threads();
+    let one = |name: &str| {
+        judge.score_dir(
+            &dir.join(name),
+            &candidates,
+            &dir.join(format!("{name}.asr.json")),
+            jobs,
+        )
+    };
+    Ok(AsrRows {
+        original: one("original")?,
+        full: one("full")?,
+        rvq1: one("rvq1")?,
+    })
 }
 
 fn save(dir: &Path, id: &str, r: &Resynthesis) -> anyhow::Result<()> {
@@ -248,6 +306,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         LengthNorm::default(),
     )
     .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
+    let all_texts: Vec<String> = utterances.iter().map(|u| u.text.clone()).collect();
     if let Some(n) = args.max_utts {
         utterances.truncate(n);
     }
@@ -259,6 +318,12 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let rate = config.sample_rate;
     let mcd_config = McdConfig::new();
     let mcd = mcd_config.init(rate)?;
+    let voiced = VoicedMetrics::new(mcd.clone(), PitchConfig::default())?;
+    let judge = args.asr.judge()?;
+    let judge_dir = match &judge {
+        Some(_) => Some(tempfile::tempdir().context("making a temporary folder")?),
+        None => None,
+    };
     println!(
         "codec {}: {} × {} codes at {} Hz ({rate} Hz); teacher {} at {} Hz; {} {} utterances",
         args.codec.display(),
@@ -283,7 +348,10 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let own = set
             .position(teacher.tokenizer(), &u.text)?
             .with_context(|| format!("utterance {} is not a candidate", u.id))?;
-        let (s, counts, hits) = score(u, &r, &mcd, &teacher, (&set, own))
+        if let Some(dir) = &judge_dir {
+            save_for_judge(dir.path(), u, &r)?;
+        }
+        let (s, counts, hits) = score(u, &r, (&mcd, &voiced), &teacher, (&set, own))
             .with_context(|| format!("scoring utterance {}", u.id))?;
         for (n, hit) in identified.iter_mut().zip(hits) {
             *n += usize::from(hit);
@@ -302,6 +370,17 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     bar.finish();
 
     let n = scores.len() as f64;
+    let asr = match (&judge, &judge_dir) {
+        (Some(judge), Some(dir)) => {
+            println!("independent recogniser: {}", judge.describe());
+            let texts: Vec<&str> = all_texts.iter().map(String::as_str).collect();
+            Some(judge_renderings(judge, dir.path(), &texts)?)
+        }
+        _ => None,
+    };
+    let pool = |f: fn(&UtteranceScore) -> VoicedScore| {
+        VoicedScore::pool(&scores.iter().map(f).collect::<Vec<_>>())
+    };
     let report = EvalReport {
         codec: args.codec.clone(),
         teacher: args.teacher.clone(),
@@ -317,6 +396,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         mcd_config,
         mcd_full_db: scores.iter().map(|s| s.mcd_full_db).sum::<f64>() / n,
         mcd_rvq1_db: scores.iter().map(|s| s.mcd_rvq1_db).sum::<f64>() / n,
+        voiced_full: pool(|s| s.voiced_full),
+        voiced_rvq1: pool(|s| s.voiced_rvq1),
         reference_chars: totals[0].reference_len,
         cer_original: totals[0].rate(),
         cer_full: totals[1].rate(),
@@ -326,31 +407,61 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         forced_choice_original: identified[0] as f64 / n,
         forced_choice_full: identified[1] as f64 / n,
         forced_choice_rvq1: identified[2] as f64 / n,
+        asr,
         per_utterance: scores,
     };
     println!(
         "\n{} utterances, {:.1} s of audio\n",
         report.utterances, report.audio_seconds
     );
-    println!("| audio | MCD (dB) | CER (%) | ID (%) |");
-    println!("|---|---:|---:|---:|");
+    let asr_cells = |pick: fn(&AsrRows) -> &AsrScore| match &report.asr {
+        Some(rows) => {
+            let a = pick(rows);
+            format!(
+                "{:.1} | {:.1} ± {:.1}",
+                100.0 * a.wer,
+                100.0 * a.forced_choice,
+                100.0 * a.forced_choice_se
+            )
+        }
+        None => "– | –".into(),
+    };
+    let voiced_cells = |v: &VoicedScore| {
+        format!(
+            "{:.2} | {:.0} | {:.1} | {:.1}",
+            v.mcd_db,
+            v.f0_rmse_cents,
+            100.0 * v.gross_f0_error,
+            100.0 * v.vuv_error
+        )
+    };
     println!(
-        "| original | – | {:.2} | {:.1} |",
+        "| audio | MCD (dB) | MCD voiced (dB) | F0 RMSE (cents) | F0 gross (%) | V/UV error (%) \
+         | CER, CTC (%) | ID, CTC (%) | WER, ASR (%) | ID, ASR (%) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| original | – | – | – | – | – | {:.2} | {:.1} | {} |",
         100.0 * report.cer_original,
-        100.0 * report.forced_choice_original
+        100.0 * report.forced_choice_original,
+        asr_cells(|r| &r.original)
     );
     println!(
-        "| codec, all {} RVQ layers | {:.2} | {:.2} | {:.1} |",
+        "| codec, all {} RVQ layers | {:.2} | {} | {:.2} | {:.1} | {} |",
         report.n_q,
         report.mcd_full_db,
+        voiced_cells(&report.voiced_full),
         100.0 * report.cer_full,
-        100.0 * report.forced_choice_full
+        100.0 * report.forced_choice_full,
+        asr_cells(|r| &r.full)
     );
     println!(
-        "| codec, RVQ-1 only | {:.2} | {:.2} | {:.1} |",
+        "| codec, RVQ-1 only | {:.2} | {} | {:.2} | {:.1} | {} |",
         report.mcd_rvq1_db,
+        voiced_cells(&report.voiced_rvq1),
         100.0 * report.cer_rvq1,
-        100.0 * report.forced_choice_rvq1
+        100.0 * report.forced_choice_rvq1,
+        asr_cells(|r| &r.rvq1)
     );
     println!(
         "\nID: forced-choice sentence identification among all {} transcripts of the split; \

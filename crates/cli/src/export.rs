@@ -29,6 +29,67 @@ pub struct ExportArgs {
     /// Similarity groups to ship (`voxspec groups build`; default: <CHECKPOINT>/groups.safetensors if present).
     #[arg(long, value_name = "FILE")]
     groups: Option<PathBuf>,
+    /// Precision of the exported float weights: f32 (as trained) or bf16 (half the size; voxspec
+    /// widens them to f32 on load, and its native engine runs bf16 weights anyway).
+    #[arg(long, value_enum, default_value = "f32")]
+    dtype: ExportDtype,
+}
+
+/// Precision of exported weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ExportDtype {
+    F32,
+    Bf16,
+}
+
+/// f32 → bf16, rounding to nearest even (NaN stays NaN).
+fn bf16_bits(x: f32) -> u16 {
+    let bits = x.to_bits();
+    if x.is_nan() {
+        return ((bits >> 16) | 0x40) as u16;
+    }
+    let rounded = bits.wrapping_add(0x7FFF + ((bits >> 16) & 1));
+    (rounded >> 16) as u16
+}
+
+/// Copies the safetensors file `from` to `to` with every F32 tensor stored as BF16 (other
+/// dtypes and the metadata unchanged).
+fn write_bf16(from: &Path, to: &Path) -> anyhow::Result<()> {
+    use safetensors::tensor::{Dtype, TensorView};
+    let bytes = std::fs::read(from).with_context(|| format!("reading {}", from.display()))?;
+    let (_, meta) = SafeTensors::read_metadata(&bytes)
+        .with_context(|| format!("{} is not a safetensors file", from.display()))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .with_context(|| format!("{} is not a safetensors file", from.display()))?;
+    let mut converted: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, view) in st.tensors() {
+        let data = if view.dtype() == Dtype::F32 {
+            view.data()
+                .chunks_exact(4)
+                .flat_map(|c| bf16_bits(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
+                .collect()
+        } else {
+            view.data().to_vec()
+        };
+        let dtype = if view.dtype() == Dtype::F32 {
+            Dtype::BF16
+        } else {
+            view.dtype()
+        };
+        converted.push((name, dtype, view.shape().to_vec(), data));
+    }
+    let views = converted
+        .iter()
+        .map(|(name, dtype, shape, data)| {
+            TensorView::new(*dtype, shape.clone(), data)
+                .map(|v| (name.clone(), v))
+                .with_context(|| format!("converting {name} of {}", from.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let out = safetensors::serialize(views, meta.metadata().clone())
+        .with_context(|| format!("writing the bf16 weights of {}", from.display()))?;
+    voxspec_data::write_atomic(to, &out)?;
+    Ok(())
 }
 
 fn copy(from: &Path, to: &Path) -> anyhow::Result<()> {
@@ -110,8 +171,20 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         anyhow::ensure!(empty, "{} exists and is not empty", args.to.display());
     }
     std::fs::create_dir_all(&args.to).with_context(|| format!("creating {}", args.to.display()))?;
-    for name in ["config.json", "model.safetensors", "tokenizer.json"] {
+    for name in ["config.json", "tokenizer.json"] {
         copy(&src.join(name), &args.to.join(name))?;
+    }
+    let weights = args.to.join("model.safetensors");
+    match args.dtype {
+        ExportDtype::F32 => copy(&src.join("model.safetensors"), &weights)?,
+        ExportDtype::Bf16 => {
+            write_bf16(&src.join("model.safetensors"), &weights)?;
+            // The narrowed file must still load into the model its config describes.
+            match kind.as_str() {
+                "nar" => drop(load_nar(&args.to, &device)?),
+                _ => drop(load_mtp(&args.to, &device)?),
+            }
+        }
     }
     let mut extras = Vec::new();
     if let Some(t) = &args.transitions {
@@ -149,7 +222,11 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     let _ = writeln!(card, "- config.json: model kind and configuration (below)");
     let _ = writeln!(
         card,
-        "- model.safetensors: the weights (f32); names are module paths, linear weights are stored `[in, out]` (transpose for PyTorch's `nn.Linear`)"
+        "- model.safetensors: the weights ({}); names are module paths, linear weights are stored `[in, out]` (transpose for PyTorch's `nn.Linear`)",
+        match args.dtype {
+            ExportDtype::F32 => "f32",
+            ExportDtype::Bf16 => "bf16, rounded to nearest even from the trained f32",
+        }
     );
     let _ = writeln!(
         card,

@@ -17,8 +17,9 @@ use voxspec_tts::{
 /// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
 #[derive(Debug, Clone, Args)]
 pub struct ModelArgs {
-    /// Experiment directory of train_mtp.sh: the defaults below are read from it.
-    #[arg(long, value_name = "DIR", default_value = "exp/minitts")]
+    /// Experiment directory of train_mtp.sh (e.g. exp/kathleen): the defaults below are read
+    /// from it. The default is the shipped real voice, trained on datasets/kathleen.
+    #[arg(long, value_name = "DIR", default_value = "checkpoints/kathleen")]
     pub exp: PathBuf,
     /// AR model directory (`voxspec train mtp`) [default: <EXP>/ar].
     #[arg(long, value_name = "DIR")]
@@ -26,7 +27,7 @@ pub struct ModelArgs {
     /// NAR model directory (`voxspec train nar`) [default: <EXP>/nar].
     #[arg(long, value_name = "DIR")]
     pub nar: Option<PathBuf>,
-    /// Codec model directory [default: checkpoints/codec-minitts].
+    /// Codec model directory [default: <EXP>/codec, else checkpoints/codec-minitts].
     #[arg(long, value_name = "DIR")]
     pub codec: Option<PathBuf>,
     /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`)

@@ -185,6 +185,103 @@ fn train_extract_encode_decode_round_trip() {
     ]);
     assert!(again.contains("--resume"), "{again}");
 
+    // Fine-tuning: --init starts from the trained weights. A start codec trained with a large
+    // learning rate; with a vanishing one after it, every trained (non-codebook) tensor stays
+    // the start's, while a fresh run's stay at their initialisation, far from it.
+    let tuned = dir.join("tuned");
+    let fine_tune = |out: &Path, init: Option<&Path>, lr: &str| {
+        let mut args = vec![
+            "codec",
+            "train",
+            "--data",
+            s(&data),
+            "--teacher-features",
+            s(&feats),
+            "--out",
+            s(out),
+            "--preset",
+            "tiny",
+            "--steps",
+            "2",
+            "--batch",
+            "2",
+            "--segment",
+            "0.4",
+            "--lr",
+            lr,
+            "--warmup",
+            "0",
+            "--valid-every",
+            "0",
+            "--checkpoint-every",
+            "0",
+        ];
+        if let Some(init) = init {
+            args.extend(["--init", s(init)]);
+        }
+        ok(&args)
+    };
+    let start_dir = dir.join("start");
+    fine_tune(&start_dir, None, "0.05");
+    let out = fine_tune(&tuned, Some(&start_dir), "1e-30");
+    assert!(out.contains("starting from the codec"), "{out}");
+    let fresh = dir.join("fresh");
+    fine_tune(&fresh, None, "1e-30");
+    let weights = |d: &Path| {
+        let bytes = std::fs::read(d.join("model.safetensors")).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        st.tensors()
+            .into_iter()
+            .filter(|(name, _)| {
+                !["embed", "cluster_size", "inited"]
+                    .iter()
+                    .any(|b| name.contains(b))
+            })
+            .map(|(name, v)| {
+                let x: Vec<f32> = v
+                    .data()
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                (name, x)
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (start, tuned_w, fresh_w) = (weights(&start_dir), weights(&tuned), weights(&fresh));
+    assert!(start.len() > 10, "{:?}", start.keys());
+    let max_diff =
+        |a: &[f32], b: &[f32]| a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+    for (name, w) in &start {
+        assert!(
+            max_diff(w, &tuned_w[name]) < 1e-6,
+            "{name} moved away from the --init codec"
+        );
+    }
+    assert!(
+        start
+            .iter()
+            .any(|(name, w)| max_diff(w, &fresh_w[name]) > 1e-2),
+        "a fresh run has the trained weights"
+    );
+    // --init and --resume exclude each other (a usage error: exit code 2).
+    let both = common::voxspec(&[
+        "codec",
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&tuned),
+        "--init",
+        s(&run),
+        "--resume",
+    ]);
+    assert_eq!(both.status.code(), Some(2));
+    let both = common::text(&both);
+    assert!(
+        both.contains("--init") && both.contains("--resume"),
+        "{both}"
+    );
+
     // Extract: every utterance, frames = ceil(resampled samples / hop), codes in range.
     let tokens = dir.join("tokens");
     let out = ok(&[

@@ -58,7 +58,7 @@ fn eval_and_bench_write_finite_reports_and_refuse_bad_models() {
         "1",
     ]);
     for row in [
-        "| audio | MCD (dB) | CER (%) | ID (%) |",
+        "| audio | MCD (dB) | MCD voiced (dB) | F0 RMSE (cents) |",
         "| original |",
         "| codec, all 4 RVQ layers |",
         "| codec, RVQ-1 only |",
@@ -68,6 +68,10 @@ fn eval_and_bench_write_finite_reports_and_refuse_bad_models() {
     let r = read_json(&report);
     assert_eq!(r["split"], "test");
     assert_eq!(r["utterances"], 3);
+    for key in ["mcd_db", "f0_rmse_cents", "gross_f0_error", "vuv_error"] {
+        let v = r["voiced_full"][key].as_f64().unwrap_or(f64::NAN);
+        assert!(v.is_finite() && v >= 0.0, "voiced_full.{key} = {v}");
+    }
     assert_eq!(r["n_q"], 4);
     assert_eq!(r["sample_rate"], 16000);
     assert_eq!(r["mcd_config"]["n_coefficients"], 13);

@@ -179,6 +179,64 @@ fn language_models_train_resume_and_make_drafts() {
     assert!(!o.status.success());
     assert!(text(&o).contains("not empty"), "{}", text(&o));
 
+    // A bf16 export is half the size, loads back as f32, and its outputs stay within bf16
+    // rounding of the original's.
+    let half = root.path().join("card-bf16");
+    let o = voxspec(&[
+        "export",
+        "--checkpoint",
+        &s(&mtp),
+        "--to",
+        &s(&half),
+        "--dtype",
+        "bf16",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let size = |d: &std::path::Path| {
+        std::fs::metadata(d.join("model.safetensors"))
+            .expect("weights")
+            .len()
+    };
+    assert!(
+        size(&half) * 2 < size(&card) + 4096,
+        "{} vs {}",
+        size(&half),
+        size(&card)
+    );
+    let (_, narrowed) = voxspec_mtp::load_mtp(&half, &device).expect("bf16 export");
+    let ids = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
+        burn::tensor::TensorData::new(vec![1i64, 2, 3, 4, 5], [1, 5]),
+        &device,
+    );
+    for (a, b) in original
+        .forward(ids.clone(), None)
+        .expect("forward")
+        .into_iter()
+        .zip(narrowed.forward(ids, None).expect("forward"))
+    {
+        assert_eq!(b.dtype(), burn::tensor::DType::F32);
+        let a = a.into_data().try_into_vec::<f32>().expect("f32");
+        let b = b.into_data().try_into_vec::<f32>().expect("f32");
+        let scale = a.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-3);
+        let worst = a
+            .iter()
+            .zip(&b)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+        assert!(
+            worst > 0.0,
+            "bf16 weights gave bit-identical logits: not narrowed"
+        );
+        assert!(
+            worst < 0.05 * scale,
+            "bf16 export drifted: {worst} against scale {scale}"
+        );
+    }
+    assert!(
+        std::fs::read_to_string(half.join("README.md"))
+            .expect("card")
+            .contains("| BF16 |")
+    );
+
     let nar = root.path().join("nar");
     let o = run(&["train", "nar", "--preset", "tiny"], common(&nar, "2"));
     assert!(o.status.success(), "{}", text(&o));

@@ -10,7 +10,8 @@
 //!   or RQ) at a long frame shift, a global voice vector, log-mel out; its training task.
 //! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]); [`Vocoder`] turns host log-mels (or
 //!   audio, analysis–resynthesis) into samples (`checkpoints/vocoder-minitts` is a trained one).
-//! - Quality metrics of a resynthesis ([`metrics`]): an MFCC-based mel-cepstral distortion.
+//! - Quality metrics of a resynthesis ([`metrics`], [`voiced`]): an MFCC-based mel-cepstral
+//!   distortion, and the same on voiced frames with the F0 error there.
 
 pub mod error;
 pub mod losses;
@@ -19,6 +20,7 @@ pub mod quant;
 pub mod socodec;
 pub mod speechtokenizer;
 pub mod vocoder;
+pub mod voiced;
 
 pub use error::CodecError;
 pub use error::{MetricsError, VocoderError};
@@ -32,10 +34,11 @@ pub use socodec::{
 };
 pub use speechtokenizer::{
     CODEC_KIND, CodecOutput, DecodeStream, SpeechTokenizer, SpeechTokenizerConfig, load_codec,
-    save_codec,
+    read_codec_config, save_codec,
 };
 pub use vocoder::{
     GriffinLimConfig, TensorStft, Vocoder, VocoderTask, Vocos, VocosConfig, griffin_lim,
     griffin_lim_from_log_mel, griffin_lim_resynthesize, load_vocoder, save_vocoder,
     vocoder_log_mel,
 };
+pub use voiced::{VoicedMetrics, VoicedScore};

@@ -206,22 +206,37 @@ impl MelCepstralDistortion {
                 return Err(MetricsError::Empty { which });
             }
         }
+        let per_frame = self.frame_distortions(&reference.samples, &synthesis.samples)?;
+        Ok(McdScore {
+            db: per_frame.iter().sum::<f64>() / per_frame.len().max(1) as f64,
+            frames: per_frame.len(),
+        })
+    }
+
+    /// The MCD (dB) of every frame pair, frames paired by index over the shorter signal (both
+    /// at [`MelCepstralDistortion::sample_rate`]; [`MelCepstralDistortion::distortion`] is their
+    /// mean).
+    ///
+    /// # Shapes
+    /// `reference: [n]`, `synthesis: [m]` → `[min(frames(n), frames(m))]`
+    ///
+    /// # Errors
+    /// [`MetricsError::Empty`] when either is empty.
+    pub fn frame_distortions(
+        &self,
+        reference: &[f32],
+        synthesis: &[f32],
+    ) -> Result<Vec<f64>, MetricsError> {
         let k = self.config.n_coefficients;
-        let a = self.cepstra(&reference.samples)?;
-        let b = self.cepstra(&synthesis.samples)?;
-        let frames = (a.len() / k).min(b.len() / k);
-        let total: f64 = a
-            .chunks_exact(k)
+        let a = self.cepstra(reference)?;
+        let b = self.cepstra(synthesis)?;
+        Ok(a.chunks_exact(k)
             .zip(b.chunks_exact(k))
             .map(|(x, y)| {
                 let sq: f64 = x.iter().zip(y).map(|(p, q)| (p - q) * (p - q)).sum();
                 MCD_SCALE * sq.sqrt()
             })
-            .sum();
-        Ok(McdScore {
-            db: total / frames.max(1) as f64,
-            frames,
-        })
+            .collect())
     }
 }
 

@@ -10,8 +10,9 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
+use burn::module::{Module, ModuleMapper, Param};
 use burn::store::{ApplyError, ModuleSnapshot, SafetensorsStore};
+use burn::tensor::{DType, Tensor};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -107,7 +108,8 @@ pub fn canonicalize_header(path: &Path) -> Result<()> {
 }
 
 /// Loads `path` into `module` (built from the matching config) and checks that the file and
-/// the module agree exactly.
+/// the module agree exactly. Float tensors stored at a lower precision (bf16 or f16, as
+/// `voxspec export --dtype bf16` writes them) are widened to f32 on load.
 ///
 /// # Errors
 /// [`TrainError::Weights`] when the file is missing or unreadable, or listing every tensor the
@@ -125,7 +127,7 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M> {
         .load_from(&mut store)
         .map_err(|e| weights_err(path, e.to_string()))?;
     if applied.missing.is_empty() && applied.unused.is_empty() && applied.errors.is_empty() {
-        return Ok(module);
+        return Ok(module.map(&mut WidenToF32));
     }
     let mut detail = String::from("the weights do not match the model's config:");
     for (name, _) in &applied.missing {
@@ -150,6 +152,22 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M> {
         };
     }
     Err(weights_err(path, detail))
+}
+
+/// Casts every float parameter that is not f32 to f32, keeping its id and `require_grad`.
+struct WidenToF32;
+
+impl ModuleMapper for WidenToF32 {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        if param.val().dtype() == DType::F32 {
+            return param;
+        }
+        param.map(|t| {
+            let trainable = t.is_require_grad();
+            let t = t.cast(DType::F32).detach();
+            if trainable { t.require_grad() } else { t }
+        })
+    }
 }
 
 fn weights_err(path: &Path, detail: String) -> TrainError {

@@ -37,7 +37,7 @@ pub struct ModelPaths {
     pub ar: PathBuf,
     /// NAR model directory (`voxspec train nar`).
     pub nar: PathBuf,
-    /// Codec model directory (`voxspec codec train`, or the shipped `checkpoints/codec-minitts`).
+    /// Codec model directory (`voxspec codec train`, or a shipped one under `checkpoints/`).
     pub codec: PathBuf,
     /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`).
     pub transitions: PathBuf,
@@ -46,15 +46,21 @@ pub struct ModelPaths {
 }
 
 impl ModelPaths {
-    /// The layout `recipes/libritts/train_mtp.sh` writes: `<exp>/ar`, `<exp>/nar`,
-    /// `<exp>/transitions.safetensors`, the shipped codec `checkpoints/codec-minitts`, the native
-    /// engine.
+    /// The layout `recipes/libritts/train_mtp.sh` writes (and the shipped
+    /// `checkpoints/kathleen` has): `<exp>/ar`, `<exp>/nar`, `<exp>/transitions.safetensors`,
+    /// the codec `<exp>/codec` (the recipe links the codec its tokens came from there; without
+    /// one, the shipped `checkpoints/codec-minitts`), the native engine.
     pub fn experiment(exp: impl AsRef<Path>) -> Self {
         let exp = exp.as_ref();
+        let codec = exp.join("codec");
         Self {
             ar: exp.join("ar"),
             nar: exp.join("nar"),
-            codec: PathBuf::from("checkpoints/codec-minitts"),
+            codec: if codec.join("config.json").is_file() {
+                codec
+            } else {
+                PathBuf::from("checkpoints/codec-minitts")
+            },
             transitions: exp.join("transitions.safetensors"),
             engine: EngineKind::default(),
         }

@@ -61,3 +61,13 @@ pub fn load_codec(
     let model = load_weights(model, &dir.join(WEIGHTS_FILE))?;
     Ok((file.model, model))
 }
+
+/// The model config of a codec model directory written by [`save_codec`], without loading the
+/// weights.
+///
+/// # Errors
+/// The training crate's errors naming the file (missing, another kind, malformed).
+pub fn read_codec_config(dir: &Path) -> voxspec_train::Result<SpeechTokenizerConfig> {
+    let (_, file): (String, CodecFile) = read_model_config(dir, &[CODEC_KIND])?;
+    Ok(file.model)
+}

@@ -27,7 +27,7 @@ pub use discriminators::{
     DiscriminatorOutput, Discriminators, DiscriminatorsConfig, PeriodDiscriminator,
     ScaleDiscriminator,
 };
-pub use files::{CODEC_KIND, load_codec, save_codec};
+pub use files::{CODEC_KIND, load_codec, read_codec_config, save_codec};
 pub use layers::{
     INIT_GAIN, LstmDirection, LstmLayer, LstmState, SConv1d, SConv1dConfig, SConvTranspose1d,
     SConvTranspose1dConfig, SLstm, SLstmConfig, elu,

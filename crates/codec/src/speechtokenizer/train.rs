@@ -218,6 +218,7 @@ pub struct CodecTrainTask {
     train: CodecData,
     valid: Option<CodecData>,
     mel: MultiResolutionMelLoss,
+    init: Option<std::path::PathBuf>,
 }
 
 impl CodecTrainTask {
@@ -244,7 +245,18 @@ impl CodecTrainTask {
             train,
             valid,
             mel,
+            init: None,
         })
+    }
+
+    /// Starts training from the weights of a trained codec (`model.safetensors` of a
+    /// [`crate::save_codec`] directory built from the task's model config): a warm start, e.g.
+    /// fine-tuning on a new voice. The discriminators, if any, still start fresh; the weights
+    /// are read (and checked against the config) when the trainer builds the model.
+    #[must_use]
+    pub fn with_init(mut self, weights: std::path::PathBuf) -> Self {
+        self.init = Some(weights);
+        self
     }
 }
 
@@ -254,7 +266,13 @@ impl TrainTask for CodecTrainTask {
 
     fn init_model(&self, device: &Device) -> voxspec_train::Result<CodecGan> {
         Ok(CodecGan {
-            generator: self.config.model.init(device).map_err(TrainError::task)?,
+            generator: {
+                let fresh = self.config.model.init(device).map_err(TrainError::task)?;
+                match &self.init {
+                    Some(weights) => voxspec_train::load_weights(fresh, weights)?,
+                    None => fresh,
+                }
+            },
             discriminator: self.config.adversarial.as_ref().map(|d| d.init(device)),
         })
     }
