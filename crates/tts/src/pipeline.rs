@@ -612,3 +612,27 @@ impl Pipeline {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_experiment_uses_its_own_codec_when_it_has_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let exp = dir.path();
+        let paths = ModelPaths::experiment(exp);
+        assert_eq!(paths.ar, exp.join("ar"));
+        assert_eq!(paths.nar, exp.join("nar"));
+        assert_eq!(paths.transitions, exp.join("transitions.safetensors"));
+        assert_eq!(paths.codec, PathBuf::from("checkpoints/codec-minitts"));
+        std::fs::create_dir_all(exp.join("codec")).expect("mkdir");
+        // A folder without a model is not a codec.
+        assert_eq!(
+            ModelPaths::experiment(exp).codec,
+            PathBuf::from("checkpoints/codec-minitts")
+        );
+        std::fs::write(exp.join("codec/config.json"), "{}").expect("write");
+        assert_eq!(ModelPaths::experiment(exp).codec, exp.join("codec"));
+    }
+}
