@@ -15,7 +15,7 @@ use voxspec_tts::{
     ModelPaths, Pipeline, RuleSpec, TtsError, load_draft, row_dir_name, run_decode_bench,
 };
 
-use crate::asr_judge::{AsrJudge, write_candidates};
+use crate::asr_judge::write_candidates;
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
 use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
@@ -83,14 +83,8 @@ pub struct DecodeBenchArgs {
     /// sentence (row `ar [ENGINE]`, and the AR's speed-up over it)
     #[arg(long, value_enum, value_name = "ENGINE")]
     baseline_engine: Option<EngineKind>,
-    /// Python of the independent recogniser (`tools/asr_judge.py`, pocketsphinx) that adds
-    /// open-vocabulary WER and forced-choice columns [default: $VOXSPEC_ASR_PYTHON, else
-    /// .venv-judge/bin/python from tools/setup_judge.sh when present; else no such columns]
-    #[arg(long, value_name = "PYTHON")]
-    asr_python: Option<PathBuf>,
-    /// No independent-recogniser columns, even when it is set up.
-    #[arg(long)]
-    no_asr: bool,
+    #[command(flatten)]
+    asr: crate::asr_judge::AsrArgs,
     /// Keep every decoder's clips in <OUT>/audio/<row>/ (always done when the independent
     /// recogniser runs).
     #[arg(long)]
@@ -199,11 +193,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| args.models.exp.join("bench"));
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
-    let asr = if args.no_asr {
-        None
-    } else {
-        AsrJudge::find(args.asr_python.as_deref())?
-    };
+    let asr = args.asr.judge()?;
     let audio_dir = out_dir.join("audio");
     let settings = BenchSettings {
         sampler,

@@ -75,14 +75,8 @@ pub struct IntelligibilityArgs {
     /// Misidentified clips to print.
     #[arg(long, default_value_t = 5)]
     show: usize,
-    /// Python of the independent recogniser (`tools/asr_judge.py`, pocketsphinx), which scores
-    /// the same clips and candidates beside the CTC teacher [default: $VOXSPEC_ASR_PYTHON, else
-    /// .venv-judge/bin/python from tools/setup_judge.sh when present; else not run]
-    #[arg(long, value_name = "PYTHON")]
-    asr_python: Option<PathBuf>,
-    /// Do not run the independent recogniser even when it is set up.
-    #[arg(long)]
-    no_asr: bool,
+    #[command(flatten)]
+    asr: crate::asr_judge::AsrArgs,
 }
 
 /// `--length-norm` values.
@@ -245,11 +239,7 @@ fn intelligibility(args: IntelligibilityArgs) -> anyhow::Result<()> {
         args.teacher.display(),
         DEFAULT_TEACHER
     );
-    let asr_judge = if args.no_asr {
-        None
-    } else {
-        crate::asr_judge::AsrJudge::find(args.asr_python.as_deref())?
-    };
+    let asr_judge = args.asr.judge()?;
     let (input, clips) = match (&args.manifest, &args.dir) {
         (Some(m), _) => {
             let utts = read_manifest(m)

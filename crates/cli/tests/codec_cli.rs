@@ -92,9 +92,10 @@ fn features(dir: &Path, data: &Path) -> PathBuf {
     out
 }
 
-fn train_tiny(dir: &Path, data: &Path, feats: &Path) -> PathBuf {
-    let run = dir.join("run");
-    let out = ok(&[
+/// `codec train` of the tiny preset on `data` with `feats` into `out` (batch 2 × 0.4 s, no
+/// validation or checkpoints) plus `extra` flags; returns its output.
+fn train_codec(data: &Path, feats: &Path, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
         "codec",
         "train",
         "--data",
@@ -102,11 +103,9 @@ fn train_tiny(dir: &Path, data: &Path, feats: &Path) -> PathBuf {
         "--teacher-features",
         s(feats),
         "--out",
-        s(&run),
+        s(out),
         "--preset",
         "tiny",
-        "--steps",
-        "2",
         "--batch",
         "2",
         "--segment",
@@ -115,7 +114,14 @@ fn train_tiny(dir: &Path, data: &Path, feats: &Path) -> PathBuf {
         "0",
         "--checkpoint-every",
         "0",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    ok(&args)
+}
+
+fn train_tiny(dir: &Path, data: &Path, feats: &Path) -> PathBuf {
+    let run = dir.join("run");
+    let out = train_codec(data, feats, &run, &["--steps", "2"]);
     assert!(out.contains("trained 2 steps"), "{out}");
     assert!(out.contains("6-d at 25 Hz"), "{out}");
     run
@@ -190,36 +196,11 @@ fn train_extract_encode_decode_round_trip() {
     // the start's, while a fresh run's stay at their initialisation, far from it.
     let tuned = dir.join("tuned");
     let fine_tune = |out: &Path, init: Option<&Path>, lr: &str| {
-        let mut args = vec![
-            "codec",
-            "train",
-            "--data",
-            s(&data),
-            "--teacher-features",
-            s(&feats),
-            "--out",
-            s(out),
-            "--preset",
-            "tiny",
-            "--steps",
-            "2",
-            "--batch",
-            "2",
-            "--segment",
-            "0.4",
-            "--lr",
-            lr,
-            "--warmup",
-            "0",
-            "--valid-every",
-            "0",
-            "--checkpoint-every",
-            "0",
-        ];
+        let mut extra = vec!["--steps", "2", "--lr", lr, "--warmup", "0"];
         if let Some(init) = init {
-            args.extend(["--init", s(init)]);
+            extra.extend(["--init", s(init)]);
         }
-        ok(&args)
+        train_codec(&data, &feats, out, &extra)
     };
     let start_dir = dir.join("start");
     fine_tune(&start_dir, None, "0.05");

@@ -157,21 +157,20 @@ fn language_models_train_resume_and_make_drafts() {
     let device = burn::tensor::Device::flex();
     let (_, original) = voxspec_mtp::load_mtp(&mtp, &device).expect("original");
     let (_, exported) = voxspec_mtp::load_mtp(&card, &device).expect("exported");
-    let ids = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
-        burn::tensor::TensorData::new(vec![1i64, 2, 3, 4, 5], [1, 5]),
-        &device,
-    );
-    for (a, b) in original
-        .forward(ids.clone(), None)
-        .expect("forward")
-        .into_iter()
-        .zip(exported.forward(ids, None).expect("forward"))
-    {
-        assert_eq!(
-            a.into_data().try_into_vec::<f32>().expect("f32"),
-            b.into_data().try_into_vec::<f32>().expect("f32")
+    // Every output of a model on one fixed input, with its dtype.
+    let outputs = |model: &voxspec_mtp::MtpModel| {
+        let ids = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
+            burn::tensor::TensorData::new(vec![1i64, 2, 3, 4, 5], [1, 5]),
+            &device,
         );
-    }
+        model
+            .forward(ids, None)
+            .expect("forward")
+            .into_iter()
+            .map(|t| (t.dtype(), t.into_data().try_into_vec::<f32>().expect("f32")))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(outputs(&original), outputs(&exported));
     let readme = std::fs::read_to_string(card.join("README.md")).expect("card");
     assert!(readme.contains("`heads.2.out.weight`") && readme.contains("Final logged metrics"));
     assert!(!card.join("run.json").exists() && !card.join("checkpoint-000004").exists());
@@ -204,19 +203,8 @@ fn language_models_train_resume_and_make_drafts() {
         size(&card)
     );
     let (_, narrowed) = voxspec_mtp::load_mtp(&half, &device).expect("bf16 export");
-    let ids = burn::tensor::Tensor::<2, burn::tensor::Int>::from_data(
-        burn::tensor::TensorData::new(vec![1i64, 2, 3, 4, 5], [1, 5]),
-        &device,
-    );
-    for (a, b) in original
-        .forward(ids.clone(), None)
-        .expect("forward")
-        .into_iter()
-        .zip(narrowed.forward(ids, None).expect("forward"))
-    {
-        assert_eq!(b.dtype(), burn::tensor::DType::F32);
-        let a = a.into_data().try_into_vec::<f32>().expect("f32");
-        let b = b.into_data().try_into_vec::<f32>().expect("f32");
+    for ((_, a), (dtype, b)) in outputs(&original).into_iter().zip(outputs(&narrowed)) {
+        assert_eq!(dtype, burn::tensor::DType::F32);
         let scale = a.iter().fold(0f32, |m, x| m.max(x.abs())).max(1e-3);
         let worst = a
             .iter()
