@@ -2,8 +2,10 @@
 # Train the SpeechTokenizer codec and extract the codes the language models train on.
 #
 #   stage 0  prepare   corpus → manifests (train/dev/test.jsonl + summary.json)
-#   stage 1  teacher   CTC teacher (log-mel → characters), the semantic target of RVQ-1
-#   stage 2  features  teacher features of every split → <exp>/features
+#   stage 1  teacher   CTC teacher (log-mel → characters), the semantic target of RVQ-1; with
+#                      --teacher phones: phone alignments (voxspec align, unless bundled)
+#   stage 2  features  teacher features of every split → <exp>/features (--teacher phones:
+#                      phone codes from the alignments)
 #   stage 3  codec     SpeechTokenizer trained with RVQ-1 distillation → <exp>/codec
 #   stage 4  extract   RVQ codes of every split → <exp>/tokens (token stores)
 #   stage 5  eval      test split: MCD and CTC-teacher CER of the resynthesis with all layers
@@ -29,6 +31,7 @@ ctc_steps=""
 codec_steps=""
 preset=""
 ctc_preset=""
+align_steps=800
 adversarial=()
 corpus_name=minitts
 teacher=""
@@ -37,7 +40,7 @@ force_stages=()
 verbose=()
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -46,7 +49,9 @@ Usage: $0 [options]
   --corpus NAME        bundled corpus: minitts (default) or kathleen
   --exp DIR            experiment directory (default exp/<corpus>, or exp/libritts with LIBRITTS_ROOT)
   --teacher DIR        use this CTC teacher instead of training one (stage 1 skipped; default
-                       for kathleen: checkpoints/ctc-minitts)
+                       for kathleen: checkpoints/ctc-minitts); --teacher phones distils RVQ-1
+                       to the phones of voxspec align's alignments instead (the shipped
+                       kathleen codec's last stage; checkpoints/kathleen/codec/README.md)
   --init DIR           start the codec from this trained codec (default for kathleen:
                        checkpoints/codec-minitts)
   --threads N          worker threads (default: all cores)
@@ -55,6 +60,7 @@ Usage: $0 [options]
                        LibriTTS)
   --preset NAME        codec size: tiny, small (minitts default) or base (LibriTTS default)
   --ctc-preset NAME    teacher size: tiny, small (minitts default) or base (LibriTTS default)
+  --align-steps N      voxspec align's Viterbi-training steps with --teacher phones (default 800)
   --adversarial        train the codec with MPD + MSD discriminators
   --force-stage NAME   rerun a finished stage (repeatable): prepare, teacher, features, ...
   -v                   more logging from voxspec
@@ -78,6 +84,7 @@ while [ $# -gt 0 ]; do
     --codec-steps) codec_steps="$2"; shift 2 ;;
     --preset) preset="$2"; shift 2 ;;
     --ctc-preset) ctc_preset="$2"; shift 2 ;;
+    --align-steps) align_steps="$2"; shift 2 ;;
     --adversarial) adversarial=(--adversarial); shift ;;
     --force-stage) force_stages+=("$2"); shift 2 ;;
     -v|-vv|-vvv) verbose+=("$1"); shift ;;
@@ -112,6 +119,8 @@ else
 fi
 dev_subsets="${dev_subsets:-dev-clean}"; test_subsets="${test_subsets:-test-clean}"
 ctc="${teacher:-$exp/ctc}"
+# The phone teacher needs alignments; resynthesis is still scored by a CTC recogniser.
+[ "$teacher" = phones ] && ctc=checkpoints/ctc-minitts
 init_flag=(); [ -n "$init" ] && init_flag=(--init "$init")
 [ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
 
@@ -152,7 +161,24 @@ if run_stage 0 prepare; then
   touch "$done_dir/prepare.done"
 fi
 
-if [ -n "$teacher" ]; then
+if [ "$teacher" = phones ]; then
+  if run_stage 1 teacher; then
+    aligned=$(grep -o '"aligned": *[0-9]*' "$exp/data/summary.json" 2>/dev/null |
+      grep -o '[0-9]*$' | awk '{ n += $1 } END { print n + 0 }')
+    if [ "$aligned" -eq 0 ]; then
+      log "Stage 1 (teacher): phone alignments by voxspec align → $exp/alignments"
+      resume=(); compgen -G "$exp/alignments/aligner*/checkpoint-*" >/dev/null && resume=(--resume)
+      "$voxspec" "${global[@]+"${global[@]}"}" align --data "$exp/data" \
+        --out "$exp/alignments" --steps "$align_steps" "${resume[@]+"${resume[@]}"}"
+      "$voxspec" "${global[@]+"${global[@]}"}" prepare --corpus "$corpus" --out "$exp/data" \
+        --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" \
+        --test-subsets "$test_subsets" --alignments "$exp/alignments" --force
+    else
+      log "Stage 1 (teacher): the manifests carry phone alignments ($aligned utterances)"
+    fi
+    touch "$done_dir/teacher.done"
+  fi
+elif [ -n "$teacher" ]; then
   log "Stage 1 (teacher): using the CTC teacher $teacher"
 elif run_stage 1 teacher; then
   log "Stage 1 (teacher): CTC teacher ($ctc_preset), $ctc_steps steps → $exp/ctc"
@@ -164,8 +190,16 @@ fi
 
 if run_stage 2 features; then
   log "Stage 2 (features): teacher features of every split → $exp/features"
-  "$voxspec" "${global[@]+"${global[@]}"}" teacher extract --teacher "$ctc" \
-    --data "$exp/data" --out "$exp/features"
+  if [ "$teacher" = phones ]; then
+    # Phone codes as wide as the semantic dimension of the codec fine-tuned (if any).
+    dim=$(grep -o '"semantic_dimension": *[0-9]*' "${init:-/dev/null}/config.json" 2>/dev/null |
+      grep -o "[0-9]*$" || echo 144)
+    "$voxspec" "${global[@]+"${global[@]}"}" teacher phones --data "$exp/data" \
+      --out "$exp/features" --dim "$dim"
+  else
+    "$voxspec" "${global[@]+"${global[@]}"}" teacher extract --teacher "$ctc" \
+      --data "$exp/data" --out "$exp/features"
+  fi
   touch "$done_dir/features.done"
 fi
 

@@ -11,7 +11,7 @@
 #   stage 3  transitions  stream-0 bigram statistics for Viterbi decoding
 #   stage 4  train_ar     AR model with MTP heads (--heads, --ar-steps); aligned (phone track +
 #                         duration predictor) when the manifests carry phone alignments
-#   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps)
+#   stage 5  train_nar    NAR model for RVQ layers 2..N (--nar-steps); aligned like the AR model
 #   stage 6  bench        decoders side by side on test sentences: TPT, speedup over AR, tokens
 #                         per forward, forced-choice accuracy and CER (CTC teacher), NLL, and on
 #                         the native engine AR on Burn beside it (--bench-engine)
@@ -301,7 +301,7 @@ if run_stage 5 train_nar; then
     log "Stage 5 (train_nar): NAR model, $nar_steps steps → $exp/nar"
     resume=(); [ -d "$exp/nar" ] && compgen -G "$exp/nar/checkpoint-*" >/dev/null && resume=(--resume)
     "$voxspec" "${global[@]}" train nar "${lm_args[@]}" --steps "$nar_steps" \
-      --out "$exp/nar" "${resume[@]+"${resume[@]}"}"
+      --alignment "$alignment" --out "$exp/nar" "${resume[@]+"${resume[@]}"}"
     touch "$done_dir/train_nar.done"
   else
     missing+=("5:train_nar (no codes in $tokens)")

@@ -366,7 +366,12 @@ fn load_split(
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
-    anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
+    anyhow::ensure!(
+        args.segment > 0.0 && args.segment <= 60.0,
+        "--segment {} s: a training segment is given in seconds, above 0 and at most 60 \
+         (SpeechTokenizer trains on 3 s, the bundled recipes on 1–3 s)",
+        args.segment
+    );
     let train = read_split(&args.data, "train", true)?;
     anyhow::ensure!(
         !train.is_empty(),

@@ -23,6 +23,39 @@ pub enum TeacherCommand {
     Extract(ExtractArgs),
     /// Transcribe a manifest's audio with a CTC teacher and print the character error rate.
     Transcribe(TranscribeArgs),
+    /// Write phone-code features from the manifests' forced alignments (a teacher that knows
+    /// the corpus's speaker: `voxspec align` makes the alignments).
+    Phones(PhonesArgs),
+}
+
+/// Write phone-identity features for the train, dev and test splits: each frame is the fixed
+/// ±1/√dim code of the phone its alignment speaks (silence and the 39 ARPAbet phones each have
+/// one, nearly orthogonal to the others), in the feature-store format of `teacher extract`
+/// (teacher "phones").
+/// As `codec train --teacher-features` it makes RVQ-1 encode the phones. Utterances without an
+/// alignment in the manifest are left out (counted).
+#[derive(Debug, Args)]
+pub struct PhonesArgs {
+    /// Prepared data directory whose manifests carry alignments (`voxspec prepare` after
+    /// `voxspec align`, or with TextGrids).
+    #[arg(long, value_name = "DIR")]
+    data: PathBuf,
+    /// Output directory of the feature shards.
+    #[arg(long, short, value_name = "DIR")]
+    out: PathBuf,
+    /// Feature width (at least 40; a codec fine-tuned with `codec train --init` needs its own
+    /// semantic dimension).
+    #[arg(long, default_value_t = 144)]
+    dim: usize,
+    /// Frames per second (the codec's frame rate).
+    #[arg(long, default_value_t = 50.0)]
+    frame_rate: f32,
+    /// Sample rate recorded in the store's metadata (the codec's).
+    #[arg(long, default_value_t = 16_000)]
+    sample_rate: u32,
+    /// Splits to write (comma separated; a split without a manifest is skipped).
+    #[arg(long, value_delimiter = ',', default_value = "train,dev,test")]
+    splits: Vec<String>,
 }
 
 /// Write semantic-teacher features for the train, dev and test splits.
@@ -85,6 +118,7 @@ pub fn run(cmd: TeacherCommand) -> anyhow::Result<()> {
     match cmd {
         TeacherCommand::Extract(args) => extract(args),
         TeacherCommand::Transcribe(args) => transcribe(args),
+        TeacherCommand::Phones(args) => phones(args),
     }
 }
 
@@ -170,6 +204,55 @@ fn load_teacher(
             layer,
         ))
     }
+}
+
+fn phones(args: PhonesArgs) -> anyhow::Result<()> {
+    let meta = FeatureStoreMeta {
+        dim: args.dim,
+        frame_rate: args.frame_rate,
+        sample_rate: args.sample_rate,
+        teacher: voxspec_teacher::PHONES_KIND.into(),
+        layer: "code".into(),
+    };
+    let mut any = false;
+    for split in &args.splits {
+        let manifest = args.data.join(format!("{split}.jsonl"));
+        if !manifest.is_file() {
+            println!("{split}: no {} — skipped", manifest.display());
+            continue;
+        }
+        any = true;
+        let utterances = read_manifest(&manifest)?;
+        let mut writer = FeatureStoreWriter::new(&args.out, split, meta.clone(), 100_000)?;
+        let (mut written, mut unaligned, mut frames) = (0usize, 0usize, 0usize);
+        for u in &utterances {
+            let Some(alignment) = &u.alignment else {
+                unaligned += 1;
+                continue;
+            };
+            if writer.contains(&u.id) {
+                continue;
+            }
+            let f =
+                voxspec_teacher::phone_features(alignment, f64::from(args.frame_rate), args.dim)
+                    .with_context(|| format!("utterance {} of {}", u.id, manifest.display()))?;
+            frames += f.frames;
+            writer.push(&u.id, f)?;
+            written += 1;
+        }
+        writer.finish()?;
+        println!(
+            "{split}: {written} utterances written ({frames} frames), {unaligned} without an \
+             alignment left out"
+        );
+    }
+    anyhow::ensure!(
+        any,
+        "no manifest for the splits {:?} in {}",
+        args.splits,
+        args.data.display()
+    );
+    Ok(())
 }
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {

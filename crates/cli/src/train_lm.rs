@@ -22,7 +22,7 @@ use voxspec_data::{BucketConfig, MissingCodes, TextTokenizer, TokenStore, TtsDat
 use voxspec_draft::{DistillConfig, DraftSpec, DraftTask};
 use voxspec_mtp::{
     AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
-    NarTaskConfig, load_mtp, save_mtp, save_nar,
+    NarTaskConfig, NarTrackConfig, load_mtp, save_mtp, save_nar,
 };
 use voxspec_train::{RunStart, TrainConfig, TrainTask, Trainer};
 
@@ -110,6 +110,11 @@ pub struct NarArgs {
     /// RVQ layers modelled (default: all in the token store).
     #[arg(long)]
     n_q: Option<usize>,
+    /// Aligned model: the text is phones with forced-alignment durations and every frame sees
+    /// the phone it speaks (synthesis then takes the aligned AR model's durations).
+    /// auto: aligned when nearly every training utterance has durations.
+    #[arg(long, value_enum, default_value = "auto")]
+    alignment: AlignmentMode,
 }
 
 /// Fine-tune a draft for speculative decoding from a trained AR model: keep --layers of its
@@ -322,43 +327,12 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
     let common = &args.common;
     let mut pairs = load_pairs(common)?;
-    let with_durations = pairs.train.iter().filter(|i| i.durations.is_some()).count();
-    let aligned = match args.alignment {
-        AlignmentMode::Off => false,
-        // Most utterances aligned (a real corpus's aligner leaves some out): train aligned on
-        // those.
-        AlignmentMode::Auto => with_durations > 0 && with_durations * 10 >= pairs.train.len() * 9,
-        AlignmentMode::On => {
-            anyhow::ensure!(
-                with_durations == pairs.train.len(),
-                "--alignment on: {} of {} training utterances have no durations (they need a \
-                 phoneme tokenizer and alignments in the manifest: `voxspec prepare` with \
-                 TextGrids)",
-                pairs.train.len() - with_durations,
-                pairs.train.len()
-            );
-            true
-        }
-    };
-    println!(
-        "AR model: {} ({with_durations} of {} training utterances have durations)",
-        if aligned {
-            "aligned (phone track + duration predictor)"
-        } else {
-            "plain (alignment left to attention)"
-        },
-        pairs.train.len()
-    );
-    if aligned && with_durations < pairs.train.len() {
-        println!(
-            "leaving out {} training utterances without durations",
-            pairs.train.len() - with_durations
-        );
-    }
-    if aligned {
-        pairs.train.retain(|i| i.durations.is_some());
-        pairs.dev.retain(|i| i.durations.is_some());
-    }
+    let aligned = decide_alignment(
+        args.alignment,
+        &mut pairs,
+        "AR model",
+        "aligned (phone track + duration predictor)",
+    )?;
     let mut model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
         .with_n_heads(args.heads);
     if aligned {
@@ -398,6 +372,54 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether a model trains aligned under `mode`; an aligned model keeps only the utterances
+/// with durations (printed).
+fn decide_alignment(
+    mode: AlignmentMode,
+    pairs: &mut Pairs,
+    what: &str,
+    aligned_means: &str,
+) -> anyhow::Result<bool> {
+    let with_durations = pairs.train.iter().filter(|i| i.durations.is_some()).count();
+    let aligned = match mode {
+        AlignmentMode::Off => false,
+        // Most utterances aligned (a real corpus's aligner leaves some out): train aligned on
+        // those.
+        AlignmentMode::Auto => with_durations > 0 && with_durations * 10 >= pairs.train.len() * 9,
+        AlignmentMode::On => {
+            anyhow::ensure!(
+                with_durations == pairs.train.len(),
+                "--alignment on: {} of {} training utterances have no durations (they need a \
+                 phoneme tokenizer and alignments in the manifest: `voxspec prepare` with \
+                 TextGrids)",
+                pairs.train.len() - with_durations,
+                pairs.train.len()
+            );
+            true
+        }
+    };
+    println!(
+        "{what}: {} ({with_durations} of {} training utterances have durations)",
+        if aligned {
+            aligned_means
+        } else {
+            "plain (alignment left to attention)"
+        },
+        pairs.train.len()
+    );
+    if aligned && with_durations < pairs.train.len() {
+        println!(
+            "leaving out {} training utterances without durations",
+            pairs.train.len() - with_durations
+        );
+    }
+    if aligned {
+        pairs.train.retain(|i| i.durations.is_some());
+        pairs.dev.retain(|i| i.durations.is_some());
+    }
+    Ok(aligned)
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 struct NarSettings {
     model: NarConfig,
@@ -406,7 +428,13 @@ struct NarSettings {
 
 pub fn nar(args: NarArgs) -> anyhow::Result<()> {
     let common = &args.common;
-    let pairs = load_pairs(common)?;
+    let mut pairs = load_pairs(common)?;
+    let aligned = decide_alignment(
+        args.alignment,
+        &mut pairs,
+        "NAR model",
+        "aligned (every frame sees its phone)",
+    )?;
     let n_q = args.n_q.unwrap_or(pairs.n_q);
     anyhow::ensure!(
         (2..=pairs.n_q).contains(&n_q),
@@ -419,6 +447,9 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
         LmPreset::Small => NarConfig::small(vocab, pairs.codebook, n_q),
         LmPreset::Base => NarConfig::base(vocab, pairs.codebook, n_q),
     };
+    if aligned {
+        model.track = Some(NarTrackConfig::new());
+    }
     model.transformer.max_seq_len = seq_capacity(&pairs, model.transformer.max_seq_len);
     let settings = run_settings(
         common,
@@ -441,11 +472,21 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
     let task = NarTask {
         model: settings.model.clone(),
         task: settings.task.clone(),
-        train: NarData::new(&pairs.train, settings.model.n_q, settings.task.clone())?,
+        train: NarData::new(
+            &pairs.train,
+            settings.model.n_q,
+            settings.model.track_layout(),
+            settings.task.clone(),
+        )?,
         valid: if pairs.dev.is_empty() {
             None
         } else {
-            Some(NarData::new(&pairs.dev, settings.model.n_q, valid_config)?)
+            Some(NarData::new(
+                &pairs.dev,
+                settings.model.n_q,
+                settings.model.track_layout(),
+                valid_config,
+            )?)
         },
     };
     let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;

@@ -434,6 +434,19 @@ fn bad_inputs_fail_with_clear_messages() {
         "{e}"
     );
 
+    // A segment given in samples instead of seconds: refused before anything is allocated.
+    let e = fail(&[
+        "codec",
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&dir.join("long")),
+        "--segment",
+        "16000",
+    ]);
+    assert!(e.contains("--segment 16000 s"), "{e}");
+
     // A manifest whose duration disagrees with the audio: refused naming the utterance.
     let stale = dir.join("stale");
     std::fs::create_dir_all(&stale).unwrap();

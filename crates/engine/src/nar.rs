@@ -9,12 +9,13 @@
 //! ```
 //!
 //! A frame's known layers are all of them in the prompt and layers below the stage after it,
-//! as `NarModel::forward` masks them; the stages run in order, each filling one layer.
+//! as `NarModel::forward` masks them; the stages run in order, each filling one layer. An
+//! aligned NAR adds each target frame's phone-track embedding (the prompt's frames get NONE).
 
 use std::path::Path;
 
 use burn::tensor::Device;
-use voxspec_mtp::{NarConfig, NarModel, load_nar};
+use voxspec_mtp::{FrameTrack, NarConfig, NarModel, TrackLayout, load_nar};
 
 use crate::cache::{NativeCache, ensure};
 use crate::error::{EngineError, Result};
@@ -38,6 +39,8 @@ pub struct NativeNar {
     stack: Stack,
     /// `heads[j − 1]` predicts layer j: `d → codebook_size`.
     heads: Vec<PackedLinear>,
+    /// An aligned model's track: its layout and embedding table `[rows, d]`.
+    track: Option<(TrackLayout, Vec<f32>)>,
 }
 
 impl NativeNar {
@@ -106,6 +109,13 @@ impl NativeNar {
             sep: read_param(&model.sep, "sep")?,
             stack: Stack::from_burn(t, tc)?.into_format(weights),
             heads,
+            track: match &model.track {
+                Some(track) => Some((
+                    track.layout(),
+                    read_param(&track.embedding.weight, "track.embedding")?,
+                )),
+                None => None,
+            },
         })
     }
 
@@ -148,6 +158,11 @@ impl NativeNar {
         }
     }
 
+    /// The track layout of an aligned model.
+    pub fn track_layout(&self) -> Option<TrackLayout> {
+        self.track.as_ref().map(|(layout, _)| *layout)
+    }
+
     /// RVQ layers (the model predicts layers `1..n_q`).
     pub fn n_q(&self) -> usize {
         self.n_q
@@ -163,20 +178,23 @@ impl NativeNar {
     /// # Shapes
     /// - `text`: `[text_len]`; `codes`: `[n_q][frames]`, prompt frames first (all layers known),
     ///   then target frames (layers `< stage` known)
+    /// - `track`: an aligned model's track ids of the target frames, `(frames − prompt) · slots`
     /// - returns: `[frames − prompt, codebook_size]`, row-major
     ///
     /// # Errors
     /// [`EngineError::Model`] naming what is out of range (stage, text token, code, shapes,
-    /// length past the context).
+    /// track, length past the context).
     pub fn stage_logits(
         &self,
         text: &[u32],
         codes: &[Vec<u32>],
         prompt: usize,
         stage: usize,
+        track: Option<&[u32]>,
     ) -> Result<Vec<f32>> {
         let mut cache = self.cache_for(text, codes, prompt)?;
-        self.pass(&mut cache, text, codes, prompt, stage)?;
+        let track = self.frame_track(track, prompt, codes[0].len() - prompt)?;
+        self.pass(&mut cache, text, codes, prompt, stage, track.as_deref())?;
         let frames = codes[0].len();
         let rows = frames - prompt;
         let mut logits = vec![0.0; rows * self.codebook_size];
@@ -190,6 +208,7 @@ impl NativeNar {
     ///
     /// # Shapes
     /// - `prompt_codes`: `[n_q][prompt_frames]`; `first_layer`: `[frames]` (the AR output)
+    /// - `track`: an aligned model's track ids of the target frames, `frames · slots`
     /// - returns: `[n_q][frames]`, layer 0 equal to `first_layer`
     ///
     /// # Errors
@@ -199,6 +218,7 @@ impl NativeNar {
         text: &[u32],
         prompt_codes: &[Vec<u32>],
         first_layer: &[u32],
+        track: Option<&[u32]>,
     ) -> Result<Vec<Vec<u32>>> {
         if prompt_codes.len() != self.n_q {
             return Err(EngineError::Model {
@@ -222,10 +242,11 @@ impl NativeNar {
             .collect();
         joined[0][prompt..].copy_from_slice(first_layer);
         let mut cache = self.cache_for(text, &joined, prompt)?;
+        let track = self.frame_track(track, prompt, frames)?;
         let mut logits = vec![0.0; frames * self.codebook_size];
         let from = (text.len() + 1 + prompt) * self.d;
         for stage in 1..self.n_q {
-            self.pass(&mut cache, text, &joined, prompt, stage)?;
+            self.pass(&mut cache, text, &joined, prompt, stage, track.as_deref())?;
             self.heads[stage - 1].forward(&cache.scratch.h[from..], frames, &mut logits);
             for (f, row) in logits.chunks_exact(self.codebook_size).enumerate() {
                 joined[stage][prompt + f] = argmax(row);
@@ -235,6 +256,53 @@ impl NativeNar {
             .into_iter()
             .map(|mut l| l.split_off(prompt))
             .collect())
+    }
+
+    /// The summed, scaled track embedding of every frame (prompt NONE, then the target's
+    /// `ids`), `[prompt + frames, d]`; `None` for a model without a track or no ids.
+    fn frame_track(
+        &self,
+        ids: Option<&[u32]>,
+        prompt: usize,
+        frames: usize,
+    ) -> Result<Option<Vec<f32>>> {
+        let bad = |detail: String| Err(EngineError::Model { detail });
+        let (layout, table, ids) = match (&self.track, ids) {
+            (_, None) => return Ok(None),
+            (None, Some(_)) => {
+                return bad("a phone track was given; this NAR model is not aligned".into());
+            }
+            (Some((layout, table)), Some(ids)) => (layout, table, ids),
+        };
+        let slots = layout.slots();
+        if ids.len() != frames * slots {
+            return bad(format!(
+                "{} track ids for {frames} frames of {slots} slots",
+                ids.len()
+            ));
+        }
+        let mut all = Vec::with_capacity((prompt + frames) * slots);
+        FrameTrack::push_none(prompt, layout, &mut all);
+        all.extend_from_slice(ids);
+        let rows = layout.rows();
+        if let Some(&id) = all.iter().find(|&&id| id as usize >= rows) {
+            return bad(format!("track id {id} outside the table of {rows}"));
+        }
+        let d = self.d;
+        let scale = 1.0 / (slots as f32).sqrt();
+        let mut out = vec![0.0; (prompt + frames) * d];
+        for (row, frame_ids) in out.chunks_exact_mut(d).zip(all.chunks_exact(slots)) {
+            for &id in frame_ids {
+                let e = &table[id as usize * d..(id as usize + 1) * d];
+                for (o, &v) in row.iter_mut().zip(e) {
+                    *o += v;
+                }
+            }
+            for o in row.iter_mut() {
+                *o *= scale;
+            }
+        }
+        Ok(Some(out))
     }
 
     /// Checks the inputs and makes a cache for one pass over them.
@@ -292,6 +360,7 @@ impl NativeNar {
         codes: &[Vec<u32>],
         prompt: usize,
         stage: usize,
+        track: Option<&[f32]>,
     ) -> Result<()> {
         if stage == 0 || stage >= self.n_q {
             return Err(EngineError::Model {
@@ -325,6 +394,11 @@ impl NativeNar {
                         for (xv, &ev) in x.iter_mut().zip(e) {
                             *xv += ev;
                         }
+                    }
+                }
+                if let Some(track) = track {
+                    for (xv, &tv) in x.iter_mut().zip(&track[f * d..(f + 1) * d]) {
+                        *xv += tv;
                     }
                 }
             }

@@ -1,11 +1,12 @@
 //! The native NAR against the Burn NAR it was built from: stage logits within 1e-4 with and
-//! without a voice prompt, for the plain preset and a GPT-2-style stack (learned positions,
-//! LayerNorm, GELU, biases); generated codes equal; bad input is an error naming it.
+//! without a voice prompt, for the plain preset, a GPT-2-style stack (learned positions,
+//! LayerNorm, GELU, biases) and an aligned NAR (phone track); generated codes equal; bad input
+//! is an error naming it.
 
 use burn::module::Param;
 use burn::tensor::{Device, Distribution, Tensor};
 use voxspec_engine::NativeNar;
-use voxspec_mtp::{NarConfig, NarModel};
+use voxspec_mtp::{FrameTrack, NarConfig, NarItem, NarModel, NarTrackConfig};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, TransformerConfig};
 
 const TOL: f32 = 1e-4;
@@ -28,6 +29,14 @@ fn draw(len: usize, n: u32, seed: u64) -> Vec<u32> {
 fn model(config: &NarConfig, device: &Device) -> NarModel {
     let mut model = config.init(device).unwrap();
     let d = config.transformer.d_model;
+    if let Some(track) = model.track.as_mut() {
+        let rows = track.embedding.weight.val().dims()[0];
+        track.embedding.weight = Param::from_tensor(Tensor::random(
+            [rows, d],
+            Distribution::Normal(0.0, 1.0),
+            device,
+        ));
+    }
     model.sep = Param::from_tensor(Tensor::random(
         [1, 1, d],
         Distribution::Normal(0.0, 1.0),
@@ -47,6 +56,10 @@ fn configs() -> Vec<(&'static str, NarConfig)> {
     vec![
         ("plain", NarConfig::tiny(11, 16, 4)),
         ("gpt2", NarConfig::new(11, 16, 4, gpt2)),
+        (
+            "aligned",
+            NarConfig::tiny(11, 16, 4).with_track(Some(NarTrackConfig::new().with_lookahead(2))),
+        ),
     ]
 }
 
@@ -62,8 +75,23 @@ fn stage_logits_and_codes_match_burn() {
             let codes: Vec<Vec<u32>> = (0..4)
                 .map(|q| draw(prompt + frames, 16, 10 + q as u64))
                 .collect();
+            // The target frames speak the text's 7 phones for 2 frames each (the last is cut).
+            let track = burn
+                .track_layout()
+                .map(|layout| FrameTrack::new(&text, &[2; 7]).ids(&layout, 0, frames));
+            let all_track = burn.track_layout().map(|layout| {
+                let mut ids = Vec::new();
+                FrameTrack::push_none(prompt, &layout, &mut ids);
+                ids.extend(track.as_deref().unwrap_or_default());
+                ids
+            });
             for stage in 1..4 {
-                let input = burn.inputs(&[(&text, &codes, prompt)]).unwrap();
+                let input = burn
+                    .inputs(&[NarItem {
+                        track: all_track.as_deref(),
+                        ..NarItem::new(&text, &codes, prompt)
+                    }])
+                    .unwrap();
                 let want: Vec<f32> = burn
                     .forward(&input, stage)
                     .unwrap()
@@ -71,7 +99,9 @@ fn stage_logits_and_codes_match_burn() {
                     .into_data()
                     .try_into_vec()
                     .unwrap();
-                let got = native.stage_logits(&text, &codes, prompt, stage).unwrap();
+                let got = native
+                    .stage_logits(&text, &codes, prompt, stage, track.as_deref())
+                    .unwrap();
                 assert_eq!(got.len(), want.len());
                 let worst = got
                     .iter()
@@ -86,8 +116,11 @@ fn stage_logits_and_codes_match_burn() {
             let prompt_codes: Vec<Vec<u32>> = codes.iter().map(|l| l[..prompt].to_vec()).collect();
             let first = &codes[0][prompt..];
             assert_eq!(
-                native.generate(&text, &prompt_codes, first).unwrap(),
-                burn.generate(&text, &prompt_codes, first).unwrap(),
+                native
+                    .generate(&text, &prompt_codes, first, track.as_deref())
+                    .unwrap(),
+                burn.generate(&text, &prompt_codes, first, track.as_deref())
+                    .unwrap(),
                 "{name}, prompt {prompt}"
             );
         }
@@ -110,17 +143,29 @@ fn bad_input_is_an_error() {
     ];
     for (text, prompt, first, needle) in cases {
         let err = native
-            .generate(text, &prompt, &first)
+            .generate(text, &prompt, &first, None)
             .unwrap_err()
             .to_string();
         assert!(err.contains(needle), "{err:?} lacks {needle:?}");
     }
     let long = vec![1u32; 200];
     let err = native
-        .generate(&[1], &prompt, &long)
+        .generate(&[1], &prompt, &long, None)
         .unwrap_err()
         .to_string();
     assert!(err.contains("positions"), "{err}");
+    let err = native
+        .generate(&[1], &prompt, &[1, 2], Some(&[0, 0]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not aligned"), "{err}");
+    let aligned = NarConfig::tiny(11, 16, 4).with_track(Some(NarTrackConfig::new()));
+    let native = NativeNar::from_burn(&model(&aligned, &device), &aligned).unwrap();
+    let err = native
+        .generate(&[1], &prompt, &[1, 2], Some(&[0, 0]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("2 track ids for 2 frames of 2 slots"), "{err}");
     let causal = NarConfig::new(11, 16, 4, TransformerConfig::tiny());
     let mut burn = model(&config, &device);
     burn.transformer = causal.transformer.init(&device).unwrap();

@@ -371,9 +371,11 @@ fn reduced_nar_logits_and_codes_follow_f32() {
         let other = NativeNar::from_burn_with(&model, &config, format).expect("engine");
         assert_eq!(other.weight_format(), format);
         for stage in 1..4 {
-            let want = f32e.stage_logits(&text, &codes, 5, stage).expect("f32");
+            let want = f32e
+                .stage_logits(&text, &codes, 5, stage, None)
+                .expect("f32");
             let got = other
-                .stage_logits(&text, &codes, 5, stage)
+                .stage_logits(&text, &codes, 5, stage, None)
                 .expect("reduced engine");
             let worst = want
                 .iter()
@@ -392,9 +394,9 @@ fn reduced_nar_logits_and_codes_follow_f32() {
         let first = &codes[0][5..];
         assert_eq!(
             other
-                .generate(&text, &prompt, first)
+                .generate(&text, &prompt, first, None)
                 .expect("reduced engine"),
-            f32e.generate(&text, &prompt, first).expect("f32"),
+            f32e.generate(&text, &prompt, first, None).expect("f32"),
             "{format}"
         );
     }

@@ -30,8 +30,8 @@ pub use error::{MtpError, Result};
 pub use forward_cost::{PrefillTimed, decode_ms_per_token, forward_costs, greedy_ms_per_token};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
-pub use nar::{NarConfig, NarInput, NarItem, NarModel};
-pub use nar_train::{NarBatch, NarData, NarTask, NarTaskConfig};
+pub use nar::{NarConfig, NarInput, NarItem, NarModel, NarTrackConfig};
+pub use nar_train::{NarBatch, NarBatchItem, NarData, NarTask, NarTaskConfig};
 pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout, summed_slots};
 pub use train::{
     BatchItem, DurationBatch, HostBatch, HostDurations, MtpBatch, MtpData, MtpTask, MtpTaskConfig,

@@ -9,6 +9,12 @@
 //!             + E_stage(j) at every position
 //! output:     head_j at the target frames → codes of layer j            (n_q − 1 heads)
 //! ```
+//!
+//! An *aligned* NAR (config `track`) also adds, at every frame, the embedding of the phone that
+//! frame speaks and how far into the phone it is (a [`crate::track`] phone track with
+//! lookahead 1, from the same durations as the aligned AR model's). A small NAR trained on an
+//! hour of speech does not learn to align frames with the text by attention, and without the
+//! track it renders little more than what RVQ-1 alone carries.
 
 use burn::config::Config;
 use burn::module::{Module, Param};
@@ -18,6 +24,18 @@ use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use voxspec_nn::{Transformer, TransformerConfig};
 
 use crate::error::{MtpError, Result as MtpResult};
+use crate::track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout};
+
+/// The phone track of an aligned NAR model.
+#[derive(Config, Debug, PartialEq)]
+pub struct NarTrackConfig {
+    /// Frames ahead whose phone each frame sees (1: its own).
+    #[config(default = 1)]
+    pub lookahead: usize,
+    /// Buckets of "frames since the current phone began" (the last holds all longer).
+    #[config(default = 16)]
+    pub progress: usize,
+}
 
 /// Configuration of a [`NarModel`].
 #[derive(Config, Debug)]
@@ -30,6 +48,10 @@ pub struct NarConfig {
     pub n_q: usize,
     /// The bidirectional transformer (`causal` must be false).
     pub transformer: TransformerConfig,
+    /// Phone track (an aligned NAR: the text is phones and every frame sees the phone it
+    /// speaks). `None`: the frames find the text by attention alone.
+    #[config(default = "None")]
+    pub track: Option<NarTrackConfig>,
 }
 
 impl NarConfig {
@@ -97,8 +119,25 @@ impl NarConfig {
         if self.transformer.causal {
             return bad("the NAR model needs a bidirectional transformer (causal = false)".into());
         }
+        if let Some(t) = &self.track
+            && (t.lookahead == 0 || t.progress == 0)
+        {
+            return bad("track.lookahead and track.progress must be at least 1".into());
+        }
         self.transformer.validate()?;
         Ok(())
+    }
+
+    /// The track layout of an aligned NAR model.
+    pub fn track_layout(&self) -> Option<TrackLayout> {
+        self.track.as_ref().map(|t| {
+            TrackLayout::new(
+                self.text_vocab,
+                &AlignConfig::new()
+                    .with_lookahead(t.lookahead)
+                    .with_progress(t.progress),
+            )
+        })
     }
 
     /// Builds the model with fresh weights on `device`.
@@ -109,6 +148,9 @@ impl NarConfig {
         self.validate()?;
         let d = self.transformer.d_model;
         Ok(NarModel {
+            track: self
+                .track_layout()
+                .map(|layout| PhoneTrack::init(&layout, d, device)),
             text_embedding: EmbeddingConfig::new(self.text_vocab, d).init(device),
             code_embeddings: (0..self.n_q)
                 .map(|_| EmbeddingConfig::new(self.codebook_size, d).init(device))
@@ -139,12 +181,36 @@ pub struct NarModel {
     pub transformer: Transformer,
     /// `heads[j - 1]` predicts layer `j`.
     pub heads: Vec<Linear>,
+    /// Phone-track embedding of an aligned model (added to every frame's input).
+    pub track: Option<PhoneTrack>,
     codebook_size: usize,
 }
 
-/// One item for [`NarModel::inputs`]: text tokens, codes `[n_q][frames]` (prompt frames
-/// first) and the number of prompt frames.
-pub type NarItem<'a> = (&'a [u32], &'a [Vec<u32>], usize);
+/// One item for [`NarModel::inputs`].
+#[derive(Debug, Clone, Copy)]
+pub struct NarItem<'a> {
+    /// Text tokens.
+    pub text: &'a [u32],
+    /// Codes `[n_q][frames]`, prompt frames first.
+    pub codes: &'a [Vec<u32>],
+    /// Frames of `codes` that belong to the prompt (all layers known).
+    pub prompt: usize,
+    /// Track ids of every frame (prompt then target), `frames · slots` row-major
+    /// ([`FrameTrack::ids`]), for an aligned model; `None` tells its frames nothing.
+    pub track: Option<&'a [u32]>,
+}
+
+impl<'a> NarItem<'a> {
+    /// An item without a phone track.
+    pub fn new(text: &'a [u32], codes: &'a [Vec<u32>], prompt: usize) -> Self {
+        Self {
+            text,
+            codes,
+            prompt,
+            track: None,
+        }
+    }
+}
 
 /// One NAR input batch (right-padded), built by [`NarModel::inputs`].
 #[derive(Debug, Clone)]
@@ -154,6 +220,8 @@ pub struct NarInput {
     /// Codes of every layer for every frame (prompt then target), `[batch, n_q, frames]`;
     /// entries of layers not yet known are ignored.
     pub codes: Tensor<3, Int>,
+    /// Track ids `[batch, frames, slots]` of an aligned model (padding and untold frames NONE).
+    pub track: Option<Tensor<3, Int>>,
     /// Frames per item that belong to the prompt (all layers known).
     pub prompt_frames: Vec<usize>,
     /// Real text length per item.
@@ -166,6 +234,11 @@ impl NarModel {
     /// RVQ layers.
     pub fn n_q(&self) -> usize {
         self.code_embeddings.len()
+    }
+
+    /// The track layout of an aligned model.
+    pub fn track_layout(&self) -> Option<TrackLayout> {
+        self.track.as_ref().map(PhoneTrack::layout)
     }
 
     /// Entries per codebook.
@@ -187,16 +260,20 @@ impl NarModel {
     pub fn inputs(&self, items: &[NarItem<'_>]) -> MtpResult<NarInput> {
         let n_q = self.n_q();
         let bad = |detail: String| Err(MtpError::InvalidInput { detail });
-        let lt = items.iter().map(|i| i.0.len()).max().unwrap_or(0).max(1);
+        let lt = items.iter().map(|i| i.text.len()).max().unwrap_or(0).max(1);
         let lf = items
             .iter()
-            .map(|i| i.1.first().map_or(0, Vec::len))
+            .map(|i| i.codes.first().map_or(0, Vec::len))
             .max()
             .unwrap_or(0)
             .max(1);
+        let layout = self.track.as_ref().map(PhoneTrack::layout);
+        let slots = layout.map_or(0, |l| l.slots());
+        let mut track = layout.map(|l| vec![i64::from(l.none_id()); items.len() * lf * slots]);
         let mut text = vec![0i64; items.len() * lt];
         let mut codes = vec![0i64; items.len() * n_q * lf];
-        for (b, (t, c, prompt)) in items.iter().enumerate() {
+        for (b, item) in items.iter().enumerate() {
+            let (t, c, prompt) = (item.text, item.codes, item.prompt);
             if t.is_empty() {
                 return bad(format!("item {b} has no text tokens"));
             }
@@ -207,11 +284,38 @@ impl NarModel {
                 ));
             }
             let frames = c[0].len();
-            if c.iter().any(|l| l.len() != frames) || *prompt > frames {
+            if c.iter().any(|l| l.len() != frames) || prompt > frames {
                 return bad(format!(
                     "item {b}: layers of {:?} frames with a prompt of {prompt}",
                     c.iter().map(Vec::len).collect::<Vec<_>>()
                 ));
+            }
+            match (item.track, &mut track, layout) {
+                (None, _, _) => {}
+                (Some(ids), Some(out), Some(l)) => {
+                    if ids.len() != frames * slots {
+                        return bad(format!(
+                            "item {b}: {} track ids for {frames} frames of {slots} slots",
+                            ids.len()
+                        ));
+                    }
+                    if let Some(&id) = ids.iter().find(|&&id| id as usize >= l.rows()) {
+                        return Err(MtpError::TokenOutOfRange {
+                            what: "track",
+                            token: id,
+                            vocab: l.rows(),
+                        });
+                    }
+                    let row = &mut out[b * lf * slots..(b * lf + frames) * slots];
+                    for (o, &id) in row.iter_mut().zip(ids) {
+                        *o = i64::from(id);
+                    }
+                }
+                (Some(_), _, _) => {
+                    return bad(format!(
+                        "item {b} has a phone track; this NAR model is not aligned"
+                    ));
+                }
             }
             for (i, &tok) in t.iter().enumerate() {
                 if tok as usize >= self.text_embedding.weight.val().dims()[0] {
@@ -240,9 +344,11 @@ impl NarModel {
         Ok(NarInput {
             text: Tensor::from_data(TensorData::new(text, [items.len(), lt]), &device),
             codes: Tensor::from_data(TensorData::new(codes, [items.len(), n_q, lf]), &device),
-            prompt_frames: items.iter().map(|i| i.2).collect(),
-            text_lengths: items.iter().map(|i| i.0.len()).collect(),
-            frame_lengths: items.iter().map(|i| i.1[0].len()).collect(),
+            track: track
+                .map(|t| Tensor::from_data(TensorData::new(t, [items.len(), lf, slots]), &device)),
+            prompt_frames: items.iter().map(|i| i.prompt).collect(),
+            text_lengths: items.iter().map(|i| i.text.len()).collect(),
+            frame_lengths: items.iter().map(|i| i.codes[0].len()).collect(),
         })
     }
 
@@ -287,9 +393,12 @@ impl NarModel {
                 None => e,
             });
         }
-        let acoustic = acoustic.ok_or_else(|| MtpError::InvalidInput {
+        let mut acoustic = acoustic.ok_or_else(|| MtpError::InvalidInput {
             detail: "no code layers".into(),
         })?;
+        if let (Some(track), Some(ids)) = (&self.track, &input.track) {
+            acoustic = acoustic + track.forward(ids.clone());
+        }
         let text = self.text_embedding.forward(input.text.clone());
         let d = text.dims()[2];
         // Each row is contiguous — its own text, SEP, its own frames, then padding — so an
@@ -369,6 +478,8 @@ impl NarModel {
     ///
     /// # Shapes
     /// - `prompt_codes`: `[n_q][prompt_frames]`; `first_layer`: `[frames]` (the AR output)
+    /// - `track`: an aligned model's track ids of the target frames, `frames · slots`
+    ///   ([`FrameTrack::ids`]); the prompt's frames are told nothing
     /// - output: `[n_q][frames]`, layer 0 equal to `first_layer`
     ///
     /// # Errors
@@ -378,6 +489,7 @@ impl NarModel {
         text: &[u32],
         prompt_codes: &[Vec<u32>],
         first_layer: &[u32],
+        track: Option<&[u32]>,
     ) -> MtpResult<Vec<Vec<u32>>> {
         let n_q = self.n_q();
         if prompt_codes.len() != n_q {
@@ -392,6 +504,21 @@ impl NarModel {
         let frames = first_layer.len();
         let mut out: Vec<Vec<u32>> = vec![vec![0; frames]; n_q];
         out[0] = first_layer.to_vec();
+        // The prompt's frames get NONE, the target's the given ids.
+        let track = match (track, self.track.as_ref().map(PhoneTrack::layout)) {
+            (Some(ids), Some(layout)) => {
+                let mut all = Vec::with_capacity((prompt + frames) * layout.slots());
+                FrameTrack::push_none(prompt, &layout, &mut all);
+                all.extend_from_slice(ids);
+                Some(all)
+            }
+            (Some(_), None) => {
+                return Err(MtpError::InvalidInput {
+                    detail: "a phone track was given; this NAR model is not aligned".into(),
+                });
+            }
+            (None, _) => None,
+        };
         for stage in 1..n_q {
             let joined: Vec<Vec<u32>> = (0..n_q)
                 .map(|q| {
@@ -400,7 +527,12 @@ impl NarModel {
                     l
                 })
                 .collect();
-            let input = self.inputs(&[(text, &joined, prompt)])?;
+            let input = self.inputs(&[NarItem {
+                text,
+                codes: &joined,
+                prompt,
+                track: track.as_deref(),
+            }])?;
             let logits = self.forward(&input, stage)?;
             // [1, prompt + frames, codebook] → argmax over the target frames
             let best = logits

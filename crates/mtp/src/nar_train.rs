@@ -9,6 +9,7 @@ use voxspec_data::{BucketConfig, TtsItem, bucket_batches};
 use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
 
 use crate::nar::{NarConfig, NarInput, NarItem, NarModel};
+use crate::track::{FrameTrack, TrackLayout};
 
 /// A batch: which layer is trained, and the raw items (the input is built by the model, which
 /// owns the embedding tables' devices).
@@ -16,11 +17,16 @@ use crate::nar::{NarConfig, NarInput, NarItem, NarModel};
 pub struct NarBatch {
     /// The layer trained by this batch, `1..n_q`.
     pub stage: usize,
-    /// (text, codes `[n_q][frames]`, prompt frames) per item.
-    pub items: Vec<(Vec<u32>, Vec<Vec<u32>>, usize)>,
+    /// (text, codes `[n_q][frames]`, prompt frames, track ids of every frame for an aligned
+    /// model) per item.
+    pub items: Vec<NarBatchItem>,
     /// Target frames (for throughput).
     pub frames: usize,
 }
+
+/// One item of a [`NarBatch`]: text, codes `[n_q][frames]`, prompt frames, and an aligned
+/// model's track ids of every frame (the prompt's NONE, as at inference).
+pub type NarBatchItem = (Vec<u32>, Vec<Vec<u32>>, usize, Option<Vec<u32>>);
 
 /// Settings of a NAR training run beyond the model and the loop.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,23 +45,29 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// (text, all code layers) pairs in memory with a deterministic plan.
+/// One kept utterance: text, all code layers `[n_q][frames]`, alignment (aligned models).
+type NarUtterance = (Vec<u32>, Vec<Vec<u32>>, Option<FrameTrack>);
+
+/// (text, all code layers, alignment) items in memory with a deterministic plan.
 #[derive(Debug, Clone)]
 pub struct NarData {
-    items: Vec<(Vec<u32>, Vec<Vec<u32>>)>,
+    items: Vec<NarUtterance>,
+    track: Option<TrackLayout>,
     lengths: Vec<usize>,
     n_q: usize,
     config: NarTaskConfig,
 }
 
 impl NarData {
-    /// Keeps every item's text and codes.
+    /// Keeps every item's text and codes, and, for an aligned model (`track`), its alignment.
     ///
     /// # Errors
-    /// [`TrainError::Task`] when an item has fewer than `n_q` code layers.
+    /// [`TrainError::Task`] when an item has fewer than `n_q` code layers, or, for an aligned
+    /// model, no durations or durations that do not match its text and codes.
     pub fn new(
         items: &[TtsItem],
         n_q: usize,
+        track: Option<TrackLayout>,
         config: NarTaskConfig,
     ) -> voxspec_train::Result<Self> {
         let mut kept = Vec::with_capacity(items.len());
@@ -67,11 +79,39 @@ impl NarData {
                 )));
             }
             let layers: Vec<Vec<u32>> = (0..n_q).map(|q| item.codes.stream(q).to_vec()).collect();
-            kept.push((item.text.clone(), layers));
+            let alignment = match (track, &item.durations) {
+                (None, _) => None,
+                (Some(_), None) => {
+                    return Err(TrainError::task(format!(
+                        "utterance {} has no durations; an aligned NAR model trains on phones \
+                         with forced-alignment durations",
+                        item.id
+                    )));
+                }
+                (Some(_), Some(d)) => {
+                    let total: u32 = d.iter().sum();
+                    if d.len() != item.text.len() || total as usize != item.codes.n_frames {
+                        return Err(TrainError::task(format!(
+                            "utterance {}: {} durations adding up to {total} frames for {} \
+                             phones and {} frames",
+                            item.id,
+                            d.len(),
+                            item.text.len(),
+                            item.codes.n_frames
+                        )));
+                    }
+                    Some(FrameTrack::new(&item.text, d))
+                }
+            };
+            kept.push((item.text.clone(), layers, alignment));
         }
-        let lengths = kept.iter().map(|(t, c)| t.len() + 1 + c[0].len()).collect();
+        let lengths = kept
+            .iter()
+            .map(|(t, c, _)| t.len() + 1 + c[0].len())
+            .collect();
         Ok(Self {
             items: kept,
+            track,
             lengths,
             n_q,
             config,
@@ -106,13 +146,22 @@ impl BatchSource<NarBatch> for NarData {
             .iter()
             .enumerate()
             .map(|(k, &i)| {
-                let (text, codes) = &self.items[i];
+                let (text, codes, alignment) = &self.items[i];
                 let n = codes[0].len();
                 let u = (mix(key ^ k as u64) >> 11) as f32 / (1u64 << 53) as f32;
                 let fraction = lo + (hi - lo) * u;
                 let prompt = ((n as f32 * fraction) as usize).min(n.saturating_sub(1));
                 frames += n - prompt;
-                (text.clone(), codes.clone(), prompt)
+                let track = match (self.track, alignment) {
+                    (Some(layout), Some(a)) => {
+                        let mut ids = Vec::with_capacity(n * layout.slots());
+                        FrameTrack::push_none(prompt, &layout, &mut ids);
+                        ids.extend(a.ids(&layout, prompt, n - prompt));
+                        Some(ids)
+                    }
+                    _ => None,
+                };
+                (text.clone(), codes.clone(), prompt, track)
             })
             .collect();
         Ok(NarBatch {
@@ -140,7 +189,12 @@ impl NarTask {
         let items: Vec<NarItem<'_>> = batch
             .items
             .iter()
-            .map(|(t, c, p)| (t.as_slice(), c.as_slice(), *p))
+            .map(|(t, c, p, track)| NarItem {
+                text: t,
+                codes: c,
+                prompt: *p,
+                track: track.as_deref(),
+            })
             .collect();
         model.inputs(&items).map_err(TrainError::task)
     }

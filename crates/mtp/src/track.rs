@@ -138,6 +138,15 @@ impl FrameTrack {
         out.push((layout.lookahead * v1 + progress) as u32);
     }
 
+    /// The λ + 1 track ids of each of frames `from..from + count`, row-major.
+    pub fn ids(&self, layout: &TrackLayout, from: usize, count: usize) -> Vec<u32> {
+        let mut out = Vec::with_capacity(count * layout.slots());
+        for f in from..from + count {
+            self.push_ids(f, layout, &mut out);
+        }
+        out
+    }
+
     /// Appends the ids of `count` text positions (all NONE).
     pub fn push_none(count: usize, layout: &TrackLayout, out: &mut Vec<u32>) {
         out.extend(std::iter::repeat_n(

@@ -456,7 +456,13 @@ impl Worker {
                 };
                 let stream = self
                     .pipeline
-                    .stream(&item.text, item.prompt, &g.tokens, config)
+                    .stream(
+                        &item.text,
+                        item.prompt,
+                        &g.tokens,
+                        item.request.prompt.durations.as_deref(),
+                        config,
+                    )
                     .map_err(|e| ApiError::internal_chain(&e))?;
                 let speech = Speech {
                     samples: Vec::new(),

@@ -27,6 +27,7 @@ pub mod ctc;
 pub mod error;
 pub mod feature_store;
 pub mod hubert;
+pub mod phones;
 pub mod teacher;
 
 pub use ctc::{
@@ -36,4 +37,5 @@ pub use ctc::{
 pub use error::TeacherError;
 pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
+pub use phones::{PHONE_DIM, PHONES_KIND, phone_features};
 pub use teacher::{LayerSelection, SemanticTeacher};

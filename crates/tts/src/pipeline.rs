@@ -21,7 +21,7 @@ use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig, load_codec};
 use voxspec_data::TextTokenizer;
 use voxspec_engine::NativeNar;
 use voxspec_infer::{Decoder, Generation, Limits, Request, SamplerConfig};
-use voxspec_mtp::{MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
+use voxspec_mtp::{FrameTrack, MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
 
 use crate::engine::{ArEngine, EngineKind};
 use crate::error::{Result, TtsError};
@@ -472,7 +472,12 @@ impl Pipeline {
                 let samples = if generation.tokens.is_empty() {
                     Vec::new()
                 } else {
-                    self.vocode(&item.text, item.prompt, &generation.tokens)?
+                    self.vocode(
+                        &item.text,
+                        item.prompt,
+                        &generation.tokens,
+                        item.request.prompt.durations.as_deref(),
+                    )?
                 };
                 Ok(Synthesis {
                     generation,
@@ -485,7 +490,8 @@ impl Pipeline {
     }
 
     /// NAR layers 2..N from the AR's RVQ-1 codes `first`, then the codec decoder; the prompt's
-    /// frames are dropped from the output.
+    /// frames are dropped from the output. `durations` (frames per token of `text`, as an
+    /// aligned AR model's request carries them) place the phones for an aligned NAR.
     ///
     /// # Errors
     /// The NAR's and the codec's, each naming its stage.
@@ -494,10 +500,36 @@ impl Pipeline {
         text: &[u32],
         prompt: Option<&VoicePrompt>,
         first: &[u32],
+        durations: Option<&[u32]>,
     ) -> Result<Vec<f32>> {
         let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
-        let codes = self.nar_codes(&nar_text, &prompt_codes, first)?;
+        let track = self.nar_track(text, durations, first.len());
+        let codes = self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?;
         self.decode_codes(&codes)
+    }
+
+    /// An aligned NAR's track ids of `frames` frames speaking `text` for `durations` frames
+    /// each (frames past their sum are END); `None` for a NAR without a track, or when no
+    /// durations (of one per token) are known, which leaves its frames untold.
+    pub(crate) fn nar_track(
+        &self,
+        text: &[u32],
+        durations: Option<&[u32]>,
+        frames: usize,
+    ) -> Option<Vec<u32>> {
+        let layout = self.nar.track_layout()?;
+        match durations {
+            Some(d) if d.len() == text.len() => {
+                Some(FrameTrack::new(text, d).ids(&layout, 0, frames))
+            }
+            _ => {
+                tracing::warn!(
+                    "the NAR model is aligned but no phone durations came with the codes; its \
+                     frames are not told their phones"
+                );
+                None
+            }
+        }
     }
 
     /// The NAR's text (a prompt's transcript, then `text`) and prompt codes `[n_q][frames]` for
@@ -557,7 +589,8 @@ impl Pipeline {
         Ok((nar_text, prompt_codes))
     }
 
-    /// The NAR's codes `[n_q][frames]` for RVQ-1 codes `first` (layer 0 is `first`).
+    /// The NAR's codes `[n_q][frames]` for RVQ-1 codes `first` (layer 0 is `first`) and, for
+    /// an aligned NAR, the frames' track ids ([`Pipeline::nar_track`]).
     ///
     /// # Errors
     /// The NAR's, naming its stage.
@@ -566,14 +599,15 @@ impl Pipeline {
         nar_text: &[u32],
         prompt_codes: &[Vec<u32>],
         first: &[u32],
+        track: Option<&[u32]>,
     ) -> Result<Vec<Vec<u32>>> {
         match &self.nar_engine {
             Some(engine) => engine
-                .generate(nar_text, prompt_codes, first)
+                .generate(nar_text, prompt_codes, first, track)
                 .map_err(TtsError::stage("the NAR stage")),
             None => self
                 .nar
-                .generate(nar_text, prompt_codes, first)
+                .generate(nar_text, prompt_codes, first, track)
                 .map_err(TtsError::stage("the NAR stage")),
         }
     }

@@ -84,6 +84,8 @@ pub struct SpeechStream<'p> {
     first: Vec<u32>,
     nar_text: Vec<u32>,
     prompt_codes: Vec<Vec<u32>>,
+    /// An aligned NAR's track ids of every frame.
+    track: Option<Vec<u32>>,
     /// Every layer of every frame when the NAR ran over the whole utterance.
     whole: Option<Vec<Vec<u32>>>,
     codec: DecodeStream<'p>,
@@ -94,7 +96,8 @@ pub struct SpeechStream<'p> {
 
 impl Pipeline {
     /// A stream of the audio for RVQ-1 codes `first` (an AR generation's tokens) of `text`
-    /// (without a prompt's transcript) with an optional voice prompt.
+    /// (without a prompt's transcript) with an optional voice prompt; `durations` as in
+    /// [`Pipeline::vocode`].
     ///
     /// # Errors
     /// [`TtsError::Config`] for a bad `config`; [`TtsError::Text`] when the NAR's context is too
@@ -104,13 +107,15 @@ impl Pipeline {
         text: &[u32],
         prompt: Option<&VoicePrompt>,
         first: &[u32],
+        durations: Option<&[u32]>,
         config: StreamConfig,
     ) -> Result<SpeechStream<'_>> {
         config.validate()?;
         let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
+        let track = self.nar_track(text, durations, first.len());
         let whole = match config.nar {
             NarWindow::Whole if !first.is_empty() => {
-                Some(self.nar_codes(&nar_text, &prompt_codes, first)?)
+                Some(self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?)
             }
             _ => None,
         };
@@ -124,6 +129,7 @@ impl Pipeline {
             first: first.to_vec(),
             nar_text,
             prompt_codes,
+            track,
             whole,
             codec,
             pushed: 0,
@@ -155,7 +161,13 @@ impl Pipeline {
             })?;
         let ar_seconds = start.elapsed().as_secs_f64();
         let rest = Instant::now();
-        let mut stream = self.stream(&item.text, item.prompt, &generation.tokens, config)?;
+        let mut stream = self.stream(
+            &item.text,
+            item.prompt,
+            &generation.tokens,
+            item.request.prompt.durations.as_deref(),
+            config,
+        )?;
         let mut samples = Vec::new();
         let mut first_audio_seconds = None;
         let mut chunks = 0;
@@ -235,10 +247,13 @@ impl SpeechStream<'_> {
                     NarWindow::Whole => total,
                 };
                 let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
+                let slots = self.pipeline.nar.track_layout().map_or(0, |l| l.slots());
+                let track = self.track.as_ref().map(|t| &t[lo * slots..hi * slots]);
                 let window = self.pipeline.nar_codes(
                     &self.nar_text,
                     &self.prompt_codes,
                     &self.first[lo..hi],
+                    track,
                 )?;
                 self.pipeline.codes_tensor(&window, from - lo, to - lo)
             }

@@ -103,7 +103,7 @@ fn streamed_audio_equals_one_shot_audio() {
         nar: NarWindow::Sliding { context: 5 },
     };
     let mut stream = pipeline
-        .stream(&text, None, &one_shot.generation.tokens, narrow)
+        .stream(&text, None, &one_shot.generation.tokens, None, narrow)
         .unwrap();
     let mut total = 0;
     while let Some(chunk) = stream.next_chunk().unwrap() {
@@ -117,7 +117,89 @@ fn streamed_audio_equals_one_shot_audio() {
         ..StreamConfig::default()
     };
     assert!(matches!(
-        pipeline.stream(&text, None, &one_shot.generation.tokens, bad),
+        pipeline.stream(&text, None, &one_shot.generation.tokens, None, bad),
         Err(TtsError::Config(_))
     ));
+}
+
+/// An aligned NAR gets the phone track from the request's durations: one-shot and streamed
+/// audio (whole, and sliding windows that cut the track with the codes) agree, and the
+/// durations change what it renders.
+#[test]
+fn an_aligned_nar_is_told_the_durations_in_every_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
+    let device = Device::flex();
+    device.seed(7);
+    let paths = write_untrained_experiment(dir.path(), &codec, &device).unwrap();
+    // Replace the NAR with an aligned one whose track embedding is far from zero.
+    let plain = Pipeline::load(&paths, &device).unwrap();
+    let config = voxspec_mtp::NarConfig::tiny(
+        plain.tokenizer.vocab_size(),
+        plain.codec_config.codebook_size,
+        plain.nar.n_q(),
+    )
+    .with_track(Some(voxspec_mtp::NarTrackConfig::new()));
+    let mut nar = config.init(&device).unwrap();
+    if let Some(track) = nar.track.as_mut() {
+        let dims = track.embedding.weight.val().dims();
+        track.embedding.weight = burn::module::Param::from_tensor(burn::tensor::Tensor::random(
+            dims,
+            burn::tensor::Distribution::Normal(0.0, 3.0),
+            &device,
+        ));
+    }
+    voxspec_mtp::save_nar(&paths.nar, &config, &nar).unwrap();
+    let pipeline = Pipeline::load(&paths, &device).unwrap();
+    let text = pipeline.text_ids("Hi.").unwrap();
+    let frames = 40;
+    let first: Vec<u32> = (0..frames as u32).map(|i| (i * 7) % 16).collect();
+    // Unequal durations (so rotating them moves the phones), adding up to the frames.
+    let mut durations: Vec<u32> = (0..text.len() as u32).map(|i| 2 + 3 * i).collect();
+    durations[0] += frames as u32 - durations.iter().sum::<u32>();
+    let one_shot = pipeline
+        .vocode(&text, None, &first, Some(&durations))
+        .unwrap();
+    for nar in [NarWindow::Whole, NarWindow::Sliding { context: frames }] {
+        let config = StreamConfig {
+            first_frames: 12,
+            chunk_frames: 11,
+            nar,
+        };
+        let mut stream = pipeline
+            .stream(&text, None, &first, Some(&durations), config)
+            .unwrap();
+        let mut samples = Vec::new();
+        while let Some(chunk) = stream.next_chunk().unwrap() {
+            samples.extend(chunk);
+        }
+        let d = max_diff(&samples, &one_shot);
+        assert!(d <= TOLERANCE, "{nar:?}: max difference {d}");
+    }
+    // Narrow windows cut the track with the codes: the length holds.
+    let narrow = StreamConfig {
+        first_frames: 10,
+        chunk_frames: 10,
+        nar: NarWindow::Sliding { context: 5 },
+    };
+    let mut stream = pipeline
+        .stream(&text, None, &first, Some(&durations), narrow)
+        .unwrap();
+    let mut total = 0;
+    while let Some(chunk) = stream.next_chunk().unwrap() {
+        total += chunk.len();
+    }
+    assert_eq!(total, one_shot.len());
+    let untold = pipeline.vocode(&text, None, &first, None).unwrap();
+    let mut other = durations.clone();
+    other.rotate_left(1);
+    let moved = pipeline.vocode(&text, None, &first, Some(&other)).unwrap();
+    assert!(
+        max_diff(&untold, &one_shot) > 1e-3,
+        "the track changed nothing"
+    );
+    assert!(
+        max_diff(&moved, &one_shot) > 1e-3,
+        "other durations changed nothing"
+    );
 }
