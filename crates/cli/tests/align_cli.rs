@@ -103,6 +103,50 @@ fn aligns_a_libritts_tree_that_prepare_then_reads() {
     prepare(&["--alignments", out.to_str().unwrap()]);
     assert_eq!(aligned_count(&data.join("summary.json")), 7);
 
+    // Phone-code teacher features from those alignments: every frame is one phone's code.
+    let feats = tmp.path().join("phones");
+    let o = voxspec(&[
+        "teacher",
+        "phones",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        feats.to_str().unwrap(),
+        "--dim",
+        "48",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let codes: Vec<Vec<f32>> = (0..voxspec_teacher::PHONE_DIM)
+        .map(|p| voxspec_teacher::phone_code(p, 48))
+        .collect();
+    let mut stored = 0;
+    for split in ["train", "dev", "test"] {
+        let Ok(store) = voxspec_teacher::FeatureStoreReader::open(&feats, split) else {
+            continue;
+        };
+        assert_eq!(store.meta().teacher, "phones");
+        for id in store.ids() {
+            let f = store.get(id).unwrap().unwrap();
+            assert_eq!(f.dim, 48);
+            assert!(f.frames > 10, "{id}: {} frames", f.frames);
+            assert!(f.data.chunks_exact(48).all(|row| codes.iter().any(|c| c == row)));
+            stored += 1;
+        }
+    }
+    assert_eq!(stored, 7);
+    let e = voxspec(&[
+        "teacher",
+        "phones",
+        "--data",
+        data.to_str().unwrap(),
+        "--out",
+        tmp.path().join("narrow").to_str().unwrap(),
+        "--dim",
+        "8",
+    ]);
+    assert!(!e.status.success());
+    assert!(text(&e).contains("at least 40 dimensions"), "{}", text(&e));
+
     // The trained aligner aligns the tree again without training.
     let again = tmp.path().join("again");
     let o = voxspec(&[

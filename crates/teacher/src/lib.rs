@@ -37,5 +37,5 @@ pub use ctc::{
 pub use error::TeacherError;
 pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
-pub use phones::{PHONE_DIM, PHONES_KIND, phone_features};
+pub use phones::{PHONE_DIM, PHONES_KIND, phone_code, phone_features};
 pub use teacher::{LayerSelection, SemanticTeacher};
