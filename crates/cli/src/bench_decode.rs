@@ -117,7 +117,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         bail!("--{what}: {reason}");
     }
     let device = crate::device::single()?;
-    let sampler = args.sampling.config()?;
+    let sampler = args.sampling.config(1.0)?;
     let paths = args.models.paths();
     if args.baseline_engine == Some(paths.engine) {
         bail!(

@@ -124,7 +124,7 @@ struct MsRow {
 
 pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
-    let mut sampler = args.sampling.config()?;
+    let mut sampler = args.sampling.config(1.0)?;
     sampler.repetition_penalty = args.repetition_penalty;
     sampler.validate()?;
     let pipeline = MsPipeline::load(
@@ -355,7 +355,7 @@ fn write_report(
         "split": args.sentences.split,
         "threads": rayon::current_num_threads(),
         "sampler": {
-            "temperature": args.sampling.temperature,
+            "temperature": args.sampling.temperature(1.0),
             "top_k": args.sampling.sample_top_k,
             "top_p": args.sampling.top_p,
             "repetition_penalty": args.repetition_penalty,

@@ -29,7 +29,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: String,
     /// Decoder of requests that name none: ar, mtp, mtp-viterbi or self-spec.
-    #[arg(long, default_value = "mtp-viterbi")]
+    #[arg(long, default_value = "mtp")]
     decoder: String,
     /// Tokens per forward of requests that give no `heads`.
     #[arg(long, default_value_t = 4)]
@@ -96,7 +96,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             decoder: args.decoder.clone(),
             heads: args.heads,
             top_k: args.top_k,
-            sampler: args.sampling.config()?,
+            sampler: args.sampling.config(0.0)?,
             max_input_chars: args.max_input_chars,
             max_batch: args.max_batch,
             batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
@@ -176,7 +176,7 @@ pub struct ServeBenchArgs {
     #[arg(long, default_value_t = 5)]
     batch_wait_ms: u64,
     /// Decoder every request names.
-    #[arg(long, default_value = "mtp-viterbi")]
+    #[arg(long, default_value = "mtp")]
     decoder: String,
     /// Where to write the JSON report.
     #[arg(long, short, default_value = "bench-serve.json")]
@@ -225,7 +225,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         let config = ServerConfig {
             defaults: Defaults {
                 decoder: args.decoder.clone(),
-                sampler: args.sampling.config()?,
+                sampler: args.sampling.config(0.0)?,
                 max_batch,
                 batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
                 stream: args.streaming.config()?,

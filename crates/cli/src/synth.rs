@@ -149,9 +149,11 @@ impl StreamArgs {
 /// Sampling settings of the AR stage.
 #[derive(Debug, Clone, Args)]
 pub struct SamplingArgs {
-    /// Sampling temperature (0: greedy).
-    #[arg(long, default_value_t = 1.0)]
-    pub temperature: f32,
+    /// Sampling temperature (0: greedy). Default: 0 for `synthesize` and `serve` with the MTP AR
+    /// model (greedy MTP k=4 was the best-identified setting of the shipped real voice), 1 for
+    /// the benchmarks and multi-stream models.
+    #[arg(long)]
+    pub temperature: Option<f32>,
     /// Sample among the most likely this many codes (0: all).
     #[arg(long, default_value_t = 0)]
     pub sample_top_k: usize,
@@ -161,10 +163,15 @@ pub struct SamplingArgs {
 }
 
 impl SamplingArgs {
-    /// The sampler of these settings, checked.
-    pub fn config(&self) -> anyhow::Result<SamplerConfig> {
+    /// The temperature given, else `default`.
+    pub fn temperature(&self, default: f32) -> f32 {
+        self.temperature.unwrap_or(default)
+    }
+
+    /// The sampler of these settings (temperature `default` when none was given), checked.
+    pub fn config(&self, default: f32) -> anyhow::Result<SamplerConfig> {
         let config = SamplerConfig {
-            temperature: self.temperature,
+            temperature: self.temperature(default),
             top_k: self.sample_top_k,
             top_p: self.top_p,
             ..SamplerConfig::default()
@@ -217,7 +224,7 @@ pub struct SynthesizeArgs {
     #[arg(long, requires = "prompt")]
     pub(crate) prompt_text: Option<String>,
     /// Decoding strategy of the AR stage.
-    #[arg(long, value_enum, default_value_t = DecoderKind::MtpViterbi)]
+    #[arg(long, value_enum, default_value_t = DecoderKind::Mtp)]
     pub(crate) decoder: DecoderKind,
     /// Tokens per forward (MTP heads used; the model needs at least this many).
     #[arg(long, default_value_t = 4)]
@@ -314,7 +321,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         return crate::synth_ms::synthesize(&args);
     }
     let device = crate::device::single()?;
-    let sampler = args.sampling.config()?;
+    let sampler = args.sampling.config(0.0)?;
     let speculative = |rule| {
         anyhow::ensure!(args.gamma >= 1, "--gamma must be at least 1");
         Ok(DecoderSpec::Speculative {

@@ -513,7 +513,7 @@ pub(crate) fn synthesize(args: &crate::synth::SynthesizeArgs) -> anyhow::Result<
         &device,
     )?;
     let voice = pipeline.voice(reference)?;
-    let sampler = args.sampling.config()?;
+    let sampler = args.sampling.config(1.0)?;
     let draft = match &args.draft {
         Some(dir) => Some(load_draft(dir, &pipeline, &device)?),
         None => None,

@@ -129,7 +129,11 @@ fn aligns_a_libritts_tree_that_prepare_then_reads() {
             let f = store.get(id).unwrap().unwrap();
             assert_eq!(f.dim, 48);
             assert!(f.frames > 10, "{id}: {} frames", f.frames);
-            assert!(f.data.chunks_exact(48).all(|row| codes.iter().any(|c| c == row)));
+            assert!(
+                f.data
+                    .chunks_exact(48)
+                    .all(|row| codes.iter().any(|c| c == row))
+            );
             stored += 1;
         }
     }
