@@ -63,10 +63,11 @@ pub struct Defaults {
 impl Default for Defaults {
     fn default() -> Self {
         Self {
-            decoder: "mtp-viterbi".into(),
+            // Greedy MTP k=4: the best-identified setting of the shipped real voice.
+            decoder: "mtp".into(),
             heads: 4,
             top_k: 5,
-            sampler: SamplerConfig::default(),
+            sampler: SamplerConfig::greedy(),
             max_input_chars: 1000,
             max_batch: 8,
             batch_wait: Duration::from_millis(5),
