@@ -24,7 +24,7 @@ use voxspec_codec::speechtokenizer::train::{
 };
 use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
 use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig};
-use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
+use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance};
 use voxspec_teacher::FeatureStoreReader;
 use voxspec_train::{TrainObserver, Trainer};
 
@@ -730,15 +730,13 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         config.codebook_size,
         meta.frame_rate
     );
-    let mut any = false;
-    for split in &args.splits {
-        let manifest = args.data.join(format!("{split}.jsonl"));
-        if !manifest.is_file() {
-            println!("{split}: no {} — skipped", manifest.display());
-            continue;
-        }
-        any = true;
-        let utterances = read_manifest(&manifest)?;
+    for crate::prepare::SplitManifest {
+        name: split,
+        path: _,
+        utterances,
+    } in crate::prepare::split_manifests(&args.data, &args.splits)?
+    {
+        let split = split.as_str();
         let done = stored_ids(&args.out, split, meta)?;
         let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
         let todo: Vec<&Utterance> = utterances
@@ -772,12 +770,6 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
             todo.len()
         );
     }
-    anyhow::ensure!(
-        any,
-        "no manifest for the splits {:?} in {}",
-        args.splits,
-        args.data.display()
-    );
     println!("tokens: {}", args.out.display());
     Ok(())
 }

@@ -488,16 +488,14 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         codebook_size: u32::try_from(config.stream_vocab()).context("stream vocabulary")?,
         frame_rate: 1000.0 / config.frame_ms as f32,
     };
-    let mut any = false;
-    for split in &args.splits {
-        let manifest = args.data.join(format!("{split}.jsonl"));
-        if !manifest.is_file() {
-            println!("{split}: no {} — skipped", manifest.display());
-            continue;
-        }
-        any = true;
+    for crate::prepare::SplitManifest {
+        name: split,
+        path: _,
+        utterances,
+    } in crate::prepare::split_manifests(&args.data, &args.splits)?
+    {
+        let split = split.as_str();
         let store = open_store(features, split)?;
-        let utterances = read_manifest(&manifest)?;
         let done = crate::codec_cmd::stored_ids(&args.out, split, meta)?;
         let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
         let bar = Bar::with_len(utterances.len() as u64, split);
@@ -546,12 +544,6 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
             done.len()
         );
     }
-    anyhow::ensure!(
-        any,
-        "no manifest for the splits {:?} in {}",
-        args.splits,
-        args.data.display()
-    );
     println!("tokens: {}", args.out.display());
     Ok(())
 }

@@ -214,15 +214,13 @@ fn phones(args: PhonesArgs) -> anyhow::Result<()> {
         teacher: voxspec_teacher::PHONES_KIND.into(),
         layer: "code".into(),
     };
-    let mut any = false;
-    for split in &args.splits {
-        let manifest = args.data.join(format!("{split}.jsonl"));
-        if !manifest.is_file() {
-            println!("{split}: no {} — skipped", manifest.display());
-            continue;
-        }
-        any = true;
-        let utterances = read_manifest(&manifest)?;
+    for crate::prepare::SplitManifest {
+        name: split,
+        path: manifest,
+        utterances,
+    } in crate::prepare::split_manifests(&args.data, &args.splits)?
+    {
+        let split = split.as_str();
         let mut writer = FeatureStoreWriter::new(&args.out, split, meta.clone(), 100_000)?;
         let (mut written, mut unaligned, mut frames) = (0usize, 0usize, 0usize);
         for u in &utterances {
@@ -246,12 +244,6 @@ fn phones(args: PhonesArgs) -> anyhow::Result<()> {
              alignment left out"
         );
     }
-    anyhow::ensure!(
-        any,
-        "no manifest for the splits {:?} in {}",
-        args.splits,
-        args.data.display()
-    );
     Ok(())
 }
 
@@ -275,15 +267,13 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         meta.frame_rate
     );
     let rate = t.sample_rate();
-    let mut any = false;
-    for split in &args.splits {
-        let manifest = args.data.join(format!("{split}.jsonl"));
-        if !manifest.is_file() {
-            println!("{split}: no {} — skipped", manifest.display());
-            continue;
-        }
-        any = true;
-        let utterances = read_manifest(&manifest)?;
+    for crate::prepare::SplitManifest {
+        name: split,
+        path: _,
+        utterances,
+    } in crate::prepare::split_manifests(&args.data, &args.splits)?
+    {
+        let split = split.as_str();
         let mut writer =
             FeatureStoreWriter::new(&args.out, split, meta.clone(), args.shard_frames)?;
         let todo: Vec<&Utterance> = utterances
@@ -328,12 +318,6 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
             todo.len()
         );
     }
-    anyhow::ensure!(
-        any,
-        "no manifest for the splits {:?} in {}",
-        args.splits,
-        args.data.display()
-    );
     println!("features: {}", args.out.display());
     Ok(())
 }

@@ -101,6 +101,44 @@ fn bad_input_is_refused() {
     assert!(err.contains("3 track ids for 2 frames"), "{err}");
 }
 
+/// A NAR of `config` trained 150 steps on `items` (phone tracks when `config` has one), with
+/// prompts of `prompt_fraction` of each utterance.
+fn train_nar(config: &NarConfig, items: &[TtsItem], prompt_fraction: (f32, f32)) -> NarModel {
+    let task_config = NarTaskConfig {
+        bucket: BucketConfig {
+            max_items: 8,
+            max_padded_len: 1024,
+            shuffle: true,
+            seed: 3,
+        },
+        prompt_fraction,
+    };
+    let task = NarTask {
+        model: config.clone(),
+        task: task_config.clone(),
+        train: NarData::new(items, NQ, config.track_layout(), task_config).expect("data"),
+        valid: None,
+    };
+    let train = TrainConfig {
+        seed: 2,
+        max_steps: 150,
+        optimizer: OptimConfig {
+            lr: 3e-3,
+            warmup_steps: 10,
+            ..OptimConfig::default()
+        },
+        checkpoint_every: 0,
+        tensorboard: false,
+        ..TrainConfig::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    Trainer::new(train, task, dir.path(), &Device::flex())
+        .run(&mut ())
+        .expect("training")
+        .model
+        .valid()
+}
+
 #[test]
 fn training_learns_the_upper_layers() {
     let config = NarConfig::tiny(8, CB, NQ);
@@ -118,38 +156,7 @@ fn training_learns_the_upper_layers() {
             }
         })
         .collect();
-    let task_config = NarTaskConfig {
-        bucket: BucketConfig {
-            max_items: 8,
-            max_padded_len: 1024,
-            shuffle: true,
-            seed: 3,
-        },
-        prompt_fraction: (0.2, 0.5),
-    };
-    let task = NarTask {
-        model: config.clone(),
-        task: task_config.clone(),
-        train: NarData::new(&items, NQ, None, task_config).expect("data"),
-        valid: None,
-    };
-    let train = TrainConfig {
-        seed: 2,
-        max_steps: 150,
-        optimizer: OptimConfig {
-            lr: 3e-3,
-            warmup_steps: 10,
-            ..OptimConfig::default()
-        },
-        checkpoint_every: 0,
-        tensorboard: false,
-        ..TrainConfig::default()
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let outcome = Trainer::new(train, task, dir.path(), &Device::flex())
-        .run(&mut ())
-        .expect("training");
-    let model = outcome.model.valid();
+    let model = train_nar(&config, &items, (0.2, 0.5));
     // An unseen utterance: prompt of 3 frames, 5 target frames.
     let prompt = layers(&[2, 0, 4]);
     let first = [5u32, 1, 1, 3, 0];
@@ -202,39 +209,7 @@ fn phone_items(count: u32) -> Vec<TtsItem> {
 fn phone_accuracy(aligned: bool) -> f32 {
     let config = NarConfig::tiny(8, CB, NQ).with_track(aligned.then(NarTrackConfig::new));
     let items = phone_items(40);
-    let task_config = NarTaskConfig {
-        bucket: BucketConfig {
-            max_items: 8,
-            max_padded_len: 1024,
-            shuffle: true,
-            seed: 3,
-        },
-        prompt_fraction: (0.0, 0.0),
-    };
-    let task = NarTask {
-        model: config.clone(),
-        task: task_config.clone(),
-        train: NarData::new(&items[..32], NQ, config.track_layout(), task_config).expect("data"),
-        valid: None,
-    };
-    let train = TrainConfig {
-        seed: 2,
-        max_steps: 150,
-        optimizer: OptimConfig {
-            lr: 3e-3,
-            warmup_steps: 10,
-            ..OptimConfig::default()
-        },
-        checkpoint_every: 0,
-        tensorboard: false,
-        ..TrainConfig::default()
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let model = Trainer::new(train, task, dir.path(), &Device::flex())
-        .run(&mut ())
-        .expect("training")
-        .model
-        .valid();
+    let model = train_nar(&config, &items[..32], (0.0, 0.0));
     let (mut right, mut all) = (0, 0);
     for item in &items[32..] {
         let n = item.codes.n_frames;
