@@ -150,6 +150,20 @@ fn aligns_a_libritts_tree_that_prepare_then_reads() {
     ]);
     assert!(!e.status.success());
     assert!(text(&e).contains("at least 40 dimensions"), "{}", text(&e));
+    let e = voxspec(&[
+        "teacher",
+        "phones",
+        "--data",
+        tmp.path().join("nowhere").to_str().unwrap(),
+        "--out",
+        tmp.path().join("none").to_str().unwrap(),
+    ]);
+    assert!(!e.status.success());
+    assert!(
+        text(&e).contains("no manifest for the splits"),
+        "{}",
+        text(&e)
+    );
 
     // The trained aligner aligns the tree again without training.
     let again = tmp.path().join("again");
