@@ -79,29 +79,18 @@ impl NarData {
                 )));
             }
             let layers: Vec<Vec<u32>> = (0..n_q).map(|q| item.codes.stream(q).to_vec()).collect();
-            let alignment = match (track, &item.durations) {
-                (None, _) => None,
-                (Some(_), None) => {
-                    return Err(TrainError::task(format!(
-                        "utterance {} has no durations; an aligned NAR model trains on phones \
-                         with forced-alignment durations",
-                        item.id
-                    )));
-                }
-                (Some(_), Some(d)) => {
-                    let total: u32 = d.iter().sum();
-                    if d.len() != item.text.len() || total as usize != item.codes.n_frames {
-                        return Err(TrainError::task(format!(
-                            "utterance {}: {} durations adding up to {total} frames for {} \
-                             phones and {} frames",
-                            item.id,
-                            d.len(),
-                            item.text.len(),
-                            item.codes.n_frames
-                        )));
-                    }
-                    Some(FrameTrack::new(&item.text, d))
-                }
+            let alignment = match track {
+                None => None,
+                Some(_) => Some(
+                    FrameTrack::checked(&item.text, item.durations.as_deref(), item.codes.n_frames)
+                        .map_err(|detail| {
+                            TrainError::task(format!(
+                                "utterance {} {detail}; an aligned NAR model trains on phones with \
+                             forced-alignment durations",
+                                item.id
+                            ))
+                        })?,
+                ),
             };
             kept.push((item.text.clone(), layers, alignment));
         }

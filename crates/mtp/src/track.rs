@@ -105,6 +105,28 @@ impl FrameTrack {
         }
     }
 
+    /// The track of `text` lasting `durations` frames each, checked against `frames` codes:
+    /// `Err` names what is missing or does not add up (the caller names the item).
+    pub fn checked(text: &[u32], durations: Option<&[u32]>, frames: usize) -> Result<Self, String> {
+        let Some(durations) = durations else {
+            return Err("has no durations".into());
+        };
+        if durations.len() != text.len() {
+            return Err(format!(
+                "has {} durations for {} text tokens",
+                durations.len(),
+                text.len()
+            ));
+        }
+        let total: usize = durations.iter().map(|&d| d as usize).sum();
+        if total != frames {
+            return Err(format!(
+                "has durations adding up to {total} frames, the codes have {frames}"
+            ));
+        }
+        Ok(Self::new(text, durations))
+    }
+
     /// Frames of speech T (the frame after the last is END).
     pub fn frames(&self) -> usize {
         self.ends.last().copied().unwrap_or(0)

@@ -197,27 +197,12 @@ pub fn host_batch(config: &MtpConfig, items: &[BatchItem<'_>]) -> voxspec_train:
 
 /// The frame track of an aligned item, after checking its durations.
 fn aligned_track(b: usize, item: &BatchItem<'_>) -> voxspec_train::Result<FrameTrack> {
-    let Some(durations) = item.durations else {
-        return Err(TrainError::task(format!(
-            "item {b} of the batch has no durations; an aligned model trains on phones with \
-             forced alignments (prepare the corpus with TextGrids and use a phoneme tokenizer)"
-        )));
-    };
-    if durations.len() != item.text.len() {
-        return Err(TrainError::task(format!(
-            "item {b}: {} durations for {} text tokens",
-            durations.len(),
-            item.text.len()
-        )));
-    }
-    let total: usize = durations.iter().map(|&d| d as usize).sum();
-    if total != item.codes.len() {
-        return Err(TrainError::task(format!(
-            "item {b}: durations add up to {total} frames, the codes have {}",
-            item.codes.len()
-        )));
-    }
-    Ok(FrameTrack::new(item.text, durations))
+    FrameTrack::checked(item.text, item.durations, item.codes.len()).map_err(|detail| {
+        TrainError::task(format!(
+            "item {b} of the batch {detail}; an aligned model trains on phones with forced \
+             alignments (prepare the corpus with TextGrids and use a phoneme tokenizer)"
+        ))
+    })
 }
 
 /// `durations` stretched to add up to `total` frames (the rounding remainder carried along, the
