@@ -5,9 +5,10 @@
 //! <dir>/model.safetensors  the acoustic model's weights
 //! ```
 //!
-//! Frames are centred every 10 ms (`t · hop`), so the boundary between frames `a − 1` and `a`
-//! is placed at `(a − ½) · hop / rate` seconds; the first phone starts at 0 and the last ends at
-//! the end of the audio.
+//! Frames are centred every 10 ms (`t · hop`). The boundary between the last frame of a phone,
+//! `a − 1`, and the first of the next, `a`, lies where the two phones' frame scores cross,
+//! interpolated linearly between the frame centres (at `(a − ½) · hop / rate` seconds when they
+//! do not cross there); the first phone starts at 0 and the last ends at the end of the audio.
 
 use std::path::Path;
 
@@ -22,10 +23,34 @@ use voxspec_train::weights::{CONFIG_FILE, WEIGHTS_FILE};
 
 use crate::data::{AlignCorpus, AlignUtterance};
 use crate::error::AlignError;
-use crate::hmm::viterbi;
+use crate::hmm::viterbi_min_frames;
 use crate::model::{AlignerModel, AlignerModelConfig};
 use crate::scoring::Scoring;
 use crate::topology::{Topology, is_silence};
+
+/// Where, in frames, the boundary between frames `a − 1` (the last of class `left`) and `a`
+/// (the first of class `right`) lies: the zero of the score difference `s_right − s_left`,
+/// interpolated linearly between the two frame centres and kept within their middle 90 %; the
+/// midpoint `a − ½` when the scores do not cross there.
+///
+/// # Shapes
+/// `scores: [frames, classes]` row-major.
+fn crossing(scores: &[f32], classes: usize, a: usize, left: usize, right: usize) -> f64 {
+    let midpoint = a as f64 - 0.5;
+    if a == 0 || left == right {
+        return midpoint;
+    }
+    let diff = |t: usize| -> Option<f64> {
+        let row = scores.get(t * classes..(t + 1) * classes)?;
+        Some(f64::from(*row.get(right)?) - f64::from(*row.get(left)?))
+    };
+    match (diff(a - 1), diff(a)) {
+        (Some(d0), Some(d1)) if d0 < 0.0 && d1 > 0.0 => {
+            (a - 1) as f64 + (-d0 / (d1 - d0)).clamp(0.05, 0.95)
+        }
+        _ => midpoint,
+    }
+}
 
 /// `kind` of an aligner's `config.json`.
 pub const ALIGNER_KIND: &str = "aligner";
@@ -114,6 +139,11 @@ impl Aligner {
         Ok(())
     }
 
+    /// Aligns with every phone held for at least `frames` frames (see [`Scoring`]).
+    pub fn set_min_phone_frames(&mut self, frames: usize) {
+        self.file.scoring.min_phone_frames = Some(frames.max(1));
+    }
+
     /// The front end.
     pub fn frontend(&self) -> &Frontend {
         &self.frontend
@@ -155,19 +185,24 @@ impl Aligner {
         topology: &Topology,
     ) -> Result<UtteranceAlignment, AlignError> {
         let classes = self.file.model.classes;
-        let (segments, score) = viterbi(log_probs, utt.frames, classes, topology)?;
+        let min_frames = self.file.scoring.min_phone_frames();
+        let (segments, score) =
+            viterbi_min_frames(log_probs, utt.frames, classes, topology, min_frames)?;
         let cfg = self.frontend.config();
         let hop = cfg.hop_length as f64 / f64::from(cfg.sample_rate);
         let duration = utt.utterance.duration;
         let mut phones = Vec::with_capacity(segments.len());
         let mut ends = Vec::with_capacity(segments.len());
         for (i, seg) in segments.iter().enumerate() {
-            let end = if i + 1 == segments.len() {
-                duration
-            } else {
-                ((seg.end as f64 - 0.5) * hop).min(duration)
-            };
             let class = topology.classes[seg.state];
+            let end = match segments.get(i + 1) {
+                None => duration,
+                Some(next) => {
+                    let next_class = topology.classes[next.state] as usize;
+                    let at = crossing(log_probs, classes, seg.end, class as usize, next_class);
+                    (at * hop).min(duration)
+                }
+            };
             let label = if is_silence(class) {
                 SILENCE.to_string()
             } else {
@@ -266,5 +301,34 @@ impl Aligner {
     /// Model and front-end settings.
     pub fn file(&self) -> &AlignerFile {
         &self.file
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::crossing;
+
+    #[test]
+    fn boundaries_move_to_where_the_scores_cross() {
+        // two classes, frames 0..4; class 1 takes over between frames 1 and 2
+        let row = |a: f32, b: f32| [a, b];
+        let scores: Vec<f32> = [
+            row(0.0, -3.0),
+            row(-0.5, -2.0),
+            row(-2.5, -0.5),
+            row(-3.0, 0.0),
+        ]
+        .concat();
+        // d(1) = -1.5, d(2) = 2.0: crossing 1.5 / 3.5 of the way from frame 1 to frame 2
+        let at = crossing(&scores, 2, 2, 0, 1);
+        assert!((at - (1.0 + 1.5 / 3.5)).abs() < 1e-9, "{at}");
+        // no crossing between the frames (or the same class): the midpoint
+        assert_eq!(crossing(&scores, 2, 1, 0, 1), 0.5);
+        assert_eq!(crossing(&scores, 2, 2, 1, 1), 1.5);
+        // a crossing right at a frame is kept off it
+        let flat: Vec<f32> = [row(0.0, -1e-6), row(-10.0, 0.0)].concat();
+        assert!((crossing(&flat, 2, 1, 0, 1) - 0.05).abs() < 1e-9);
+        // past the scores: the midpoint
+        assert_eq!(crossing(&scores, 2, 9, 0, 1), 8.5);
     }
 }

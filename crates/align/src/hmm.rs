@@ -242,6 +242,42 @@ pub fn viterbi(
     Ok((segments, score))
 }
 
+/// [`viterbi`] with every phone (non-silence state) held for at least `min_frames` frames: each
+/// is expanded into `min_frames` states of its class in a row (the minimum duration of an HTK-
+/// or MFA-style left-to-right phone HMM), and the segments are merged back onto `topology`'s
+/// states. An utterance too short for that is aligned without the minimum.
+///
+/// # Shapes
+/// `log_probs: [frames, classes]` row-major.
+///
+/// # Errors
+/// As [`viterbi`].
+pub fn viterbi_min_frames(
+    log_probs: &[f32],
+    frames: usize,
+    classes: usize,
+    topology: &Topology,
+    min_frames: usize,
+) -> Result<(Vec<Segment>, f64), AlignError> {
+    if min_frames <= 1 {
+        return viterbi(log_probs, frames, classes, topology);
+    }
+    let (expanded, owner) = topology.with_min_frames(min_frames)?;
+    if frames < expanded.min_frames() {
+        return viterbi(log_probs, frames, classes, topology);
+    }
+    let (segments, score) = viterbi(log_probs, frames, classes, &expanded)?;
+    let mut merged: Vec<Segment> = Vec::with_capacity(topology.len());
+    for seg in segments {
+        let state = owner[seg.state];
+        match merged.last_mut() {
+            Some(last) if last.state == state => last.end = seg.end,
+            _ => merged.push(Segment { state, ..seg }),
+        }
+    }
+    Ok((merged, score))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,5 +384,32 @@ mod tests {
         assert_eq!(post.log_likelihood, f64::NEG_INFINITY);
         assert!(post.occupancy.iter().all(|&g| g == 0.0));
         assert!(forward_backward(&lp, 2, 3, &topology).is_err());
+    }
+
+    #[test]
+    fn a_minimum_duration_lengthens_short_phones_onto_the_original_states() {
+        // SIL A B SIL where the scores give B a single frame: with a 3-frame minimum B takes 3
+        // frames from its neighbours, and the segments still name the four original states.
+        let topology = Topology::required(vec![0, 1, 2, 0]).unwrap();
+        let lp = peaked(&[0, 1, 1, 1, 1, 2, 0, 0, 0, 0], 3, 0.6);
+        let (plain, _) = viterbi(&lp, 10, 3, &topology).unwrap();
+        assert_eq!((plain[2].start, plain[2].end), (5, 6));
+        let (held, score) = viterbi_min_frames(&lp, 10, 3, &topology, 3).unwrap();
+        let states: Vec<usize> = held.iter().map(|s| s.state).collect();
+        assert_eq!(states, vec![0, 1, 2, 3]);
+        assert!(held[1..3].iter().all(|s| s.end - s.start >= 3), "{held:?}");
+        assert_eq!(held.first().map(|s| s.start), Some(0));
+        assert_eq!(held.last().map(|s| s.end), Some(10));
+        assert!(held.windows(2).all(|w| w[0].end == w[1].start));
+        // the constraint costs score; a minimum of 1 is plain Viterbi
+        let (_, free) = viterbi(&lp, 10, 3, &topology).unwrap();
+        assert!(score < free);
+        assert_eq!(
+            viterbi_min_frames(&lp, 10, 3, &topology, 1).unwrap().0,
+            plain
+        );
+        // too short for the minimum (2 phones × 3 + 2 silences > 6 frames): aligned without it
+        let (short, _) = viterbi_min_frames(&lp[..6 * 3], 6, 3, &topology, 3).unwrap();
+        assert_eq!(short.len(), 4);
     }
 }

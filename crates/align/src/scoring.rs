@@ -51,7 +51,8 @@ impl SilenceGate {
     }
 }
 
-/// How frames are scored: the prior's weight and the silence gate.
+/// How frames are scored and paths constrained: the prior's weight, the silence gate and the
+/// shortest phone.
 #[derive(Config, Debug, PartialEq)]
 pub struct Scoring {
     /// Weight λ of the class prior (0: the posteriors themselves).
@@ -60,9 +61,23 @@ pub struct Scoring {
     /// The silence gate (None: silence may stand anywhere).
     #[config(default = "Some(SilenceGate::new())")]
     pub silence_gate: Option<SilenceGate>,
+    /// Frames every phone holds at least (silence excepted); `None` (and aligners saved
+    /// before the field existed): [`DEFAULT_MIN_PHONE_FRAMES`].
+    pub min_phone_frames: Option<usize>,
 }
 
+/// The shortest phone by default: 3 frames, 30 ms at the 10 ms hop, the minimum of a
+/// three-state left-to-right phone HMM.
+pub const DEFAULT_MIN_PHONE_FRAMES: usize = 3;
+
 impl Scoring {
+    /// Frames every phone holds at least (at least 1).
+    pub fn min_phone_frames(&self) -> usize {
+        self.min_phone_frames
+            .unwrap_or(DEFAULT_MIN_PHONE_FRAMES)
+            .max(1)
+    }
+
     /// The frame scores of one utterance: `log_probs` (`[frames, classes]`) less the scaled
     /// prior, with the silence gate applied by the frames' `levels`.
     pub fn scores(&self, log_probs: &[f32], log_prior: &[f64], levels: &[f32]) -> Vec<f32> {

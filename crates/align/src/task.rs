@@ -221,7 +221,13 @@ pub fn best_path_classes(
         .into_par_iter()
         .map(|b| {
             let scores = scoring.scores(utts[b], &log_prior, levels[b]);
-            let (segments, _) = crate::hmm::viterbi(&scores, lengths[b], classes, &topologies[b])?;
+            let (segments, _) = crate::hmm::viterbi_min_frames(
+                &scores,
+                lengths[b],
+                classes,
+                &topologies[b],
+                scoring.min_phone_frames(),
+            )?;
             let mut out = Vec::with_capacity(lengths[b]);
             for seg in segments {
                 out.extend(std::iter::repeat_n(

@@ -145,6 +145,25 @@ impl Topology {
         self.optional.iter().filter(|&&o| !o).count()
     }
 
+    /// The topology with every non-silence state repeated `copies` times in a row (required
+    /// copies of a required state, optional ones of an optional state), and for each new
+    /// state the index of the state it copies.
+    ///
+    /// # Errors
+    /// As [`Topology::new`].
+    pub fn with_min_frames(&self, copies: usize) -> Result<(Self, Vec<usize>), AlignError> {
+        let mut classes = Vec::new();
+        let mut optional = Vec::new();
+        let mut owner = Vec::new();
+        for (s, (&class, &opt)) in self.classes.iter().zip(&self.optional).enumerate() {
+            let n = if is_silence(class) { 1 } else { copies.max(1) };
+            classes.extend(std::iter::repeat_n(class, n));
+            optional.extend(std::iter::repeat_n(opt, n));
+            owner.extend(std::iter::repeat_n(s, n));
+        }
+        Ok((Self::new(classes, optional)?, owner))
+    }
+
     /// The phone label of state `s`.
     pub fn label(&self, s: usize) -> &'static str {
         PHONES[self.classes[s] as usize]

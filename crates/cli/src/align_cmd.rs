@@ -105,6 +105,10 @@ pub struct AlignArgs {
     /// See --silence-gate-db.
     #[arg(long, default_value_t = 10.0)]
     silence_penalty: f32,
+    /// Frames every phone (not silence) holds at least, in training and when aligning
+    /// [default: 3, 30 ms at the 10 ms hop; with --aligner, the aligner's own].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20))]
+    min_phone_frames: Option<u32>,
     #[command(flatten, next_help_heading = "Training loop")]
     train: LoopArgs,
 }
@@ -184,8 +188,11 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
 
     let (aligner, corpus, train_seconds) = match &args.aligner {
         Some(dir) => {
-            let aligner = Aligner::load(dir, &device)
+            let mut aligner = Aligner::load(dir, &device)
                 .with_context(|| format!("loading the aligner {}", dir.display()))?;
+            if let Some(n) = args.min_phone_frames {
+                aligner.set_min_phone_frames(n as usize);
+            }
             let frontend = aligner.file().frontend.init()?;
             let corpus = AlignCorpus::build(&utterances, &frontend, &Bar::new())?;
             (aligner, Arc::new(corpus), None)
@@ -345,7 +352,8 @@ fn train(
                     SilenceGate::new()
                         .with_below_peak_db(args.silence_gate_db)
                         .with_penalty(args.silence_penalty)
-                })),
+                }))
+                .with_min_phone_frames(args.min_phone_frames.map(|n| n as usize)),
         );
     let mut corpus = None;
     if args.flat_steps > 0 {
