@@ -15,6 +15,7 @@ use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
 use voxspec_codec::vocoder::{
     GriffinLimConfig, Vocoder, VocoderLossConfig, VocoderTask, VocosConfig, WaveSegments,
     griffin_lim_resynthesize, save_vocoder,
@@ -63,9 +64,13 @@ impl Preset {
 /// Train a Vocos-style vocoder (log-mel → waveform) on a prepared corpus.
 ///
 /// A ConvNeXt backbone at the mel frame rate predicts a complex STFT that an inverse STFT turns
-/// into samples; trained without discriminators on the multi-resolution STFT loss (spectral
-/// convergence + log magnitude at 3 resolutions) plus 45 × the mel L1 loss. The input is the
-/// log-mel of each training segment, computed with the model's own mel settings.
+/// into samples; trained on the multi-resolution STFT loss (spectral convergence + log magnitude
+/// at 3 resolutions) plus 45 × the mel L1 loss, and with --adversarial also against HiFi-GAN's
+/// multi-period and multi-scale discriminators (LSGAN + feature matching; each step then
+/// updates the vocoder and the discriminators in turn, about 3× the time of a plain step).
+/// The input is the log-mel of each training segment, computed with the model's own mel
+/// settings. --init starts from a trained vocoder (e.g. a plain run, then adversarial
+/// fine-tuning).
 ///
 /// Reads <DATA>/train.jsonl (and dev.jsonl for validation losses); audio is resampled to the
 /// vocoder's rate and cut into non-overlapping segments of --segment seconds. Writes into
@@ -93,6 +98,12 @@ pub struct TrainArgs {
     /// Seconds per training segment (rounded down to whole mel frames).
     #[arg(long, default_value_t = 1.0)]
     segment: f64,
+    /// Train against multi-period and multi-scale discriminators as well.
+    #[arg(long)]
+    adversarial: bool,
+    /// Start from this trained vocoder (its model settings replace --preset's).
+    #[arg(long, value_name = "DIR")]
+    init: Option<PathBuf>,
     #[command(flatten, next_help_heading = "Training loop")]
     pub(crate) train: LoopArgs,
 }
@@ -215,14 +226,20 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
                 args.out.display()
             );
         }
-        let model = args.preset.config();
+        let model = match &args.init {
+            Some(dir) => load_vocoder(dir)?.config().clone(),
+            None => args.preset.config(),
+        };
         model.validate()?;
         let segment_frames =
             ((args.segment * f64::from(model.sample_rate)) as usize / model.hop_length).max(1);
         let run = RunFile {
             preset: args.preset,
             model,
-            loss: VocoderLossConfig::default(),
+            loss: VocoderLossConfig {
+                adversarial: args.adversarial.then(DiscriminatorsConfig::new),
+                ..VocoderLossConfig::default()
+            },
             segment_frames,
             batch_size: args.train.batch,
             data_seed: args.train.seed,
@@ -243,6 +260,9 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     .with_context(|| format!("cutting {} into segments", args.data.display()))?;
     let n_segments = segments.len();
     let mut task = VocoderTask::new(config.clone(), run.loss.clone(), segments);
+    if let (Some(dir), false) = (&args.init, args.train.resume) {
+        task = task.with_init(dir.join(voxspec_train::weights::WEIGHTS_FILE));
+    }
     let mut dev_segments = 0;
     if !dev.is_empty() {
         let dev_waves = load_waves(&dev, rate, "dev audio")?;
@@ -276,7 +296,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     let outcome = trainer.run(&mut observer)?;
     observer.bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
-    let model = outcome.model.valid();
+    let model = outcome.model.valid().generator;
     save_vocoder(&args.out, &config, &model)?;
     if outcome.stopped {
         println!(

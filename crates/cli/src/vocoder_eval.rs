@@ -1,8 +1,9 @@
 //! `voxspec vocoder eval`: analysis–resynthesis quality of a vocoder on a split of a prepared
-//! corpus against Griffin-Lim on the same log-mel — mel-cepstral distortion, the CTC teacher's
-//! character error rate and forced-choice sentence identification of original, vocoder and
-//! Griffin-Lim audio, real-time factors, and optionally the three sets of clips as directories
-//! `voxspec eval intelligibility --dir` reads.
+//! corpus against Griffin-Lim on the same log-mel — mel-cepstral distortion (all and voiced
+//! frames), F0 and voicing errors, the CTC teacher's character error rate and forced-choice
+//! sentence identification, the independent recogniser's WER and forced choice, real-time
+//! factors, and optionally the three sets of clips as directories `voxspec eval
+//! intelligibility --dir` reads.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,11 +11,12 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
-use voxspec_audio::{Audio, WavFormat};
-use voxspec_codec::{McdConfig, VocosConfig};
+use voxspec_audio::{Audio, PitchConfig, WavFormat};
+use voxspec_codec::{McdConfig, VocosConfig, VoicedMetrics, VoicedScore};
 use voxspec_data::{Progress, Utterance, read_manifest};
 use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
 use voxspec_teacher::{ErrorCounts, SemanticTeacher};
+use voxspec_tts::AsrScore;
 
 use crate::codec_cmd::read_audio;
 use crate::codec_eval::{MCD_DEFINITION, at_rate};
@@ -35,7 +37,10 @@ const SYSTEMS: [&str; 3] = ["original", "vocoder", "griffin_lim"];
 /// c1..c13 of an 80-band log mel, 25 ms window, 10 ms hop, frames paired by index) of both
 /// against the original; the CTC teacher's corpus CER and its forced-choice accuracy (the
 /// own transcript must score highest among all transcripts of the split; chance = 1 / split
-/// size) on original, vocoder and Griffin-Lim audio; and each method's real-time factor.
+/// size) on original, vocoder and Griffin-Lim audio; on frames voiced in the original (YIN),
+/// the MCD, the RMS F0 error in cents and the voicing error (where frame-rate buzz and wrong
+/// harmonics show); the independent recogniser's WER and forced choice when it is set up
+/// (tools/setup_judge.sh); and each method's real-time factor.
 /// Prints a markdown table, writes a JSON report with per-utterance scores and, with
 /// --audio-dir, <AUDIO_DIR>/{original,vocoder,griffin_lim}/<ID>.wav with <ID>.txt transcripts
 /// beside them (the layout `voxspec eval intelligibility --dir` reads).
@@ -63,6 +68,8 @@ pub struct EvalArgs {
     /// <AUDIO_DIR>/original, <AUDIO_DIR>/vocoder and <AUDIO_DIR>/griffin_lim.
     #[arg(long, value_name = "DIR")]
     audio_dir: Option<PathBuf>,
+    #[command(flatten)]
+    asr: crate::asr_judge::AsrArgs,
 }
 
 /// Scores of one utterance.
@@ -72,6 +79,8 @@ struct UtteranceScore {
     seconds: f64,
     mcd_vocoder_db: f64,
     mcd_griffin_lim_db: f64,
+    /// Voiced-frame scores of the vocoder and Griffin-Lim audio.
+    voiced: [VoicedScore; 2],
     reference: String,
     /// Teacher transcripts of original, vocoder and Griffin-Lim audio.
     hypotheses: [String; 3],
@@ -92,6 +101,10 @@ struct SystemReport {
     forced_choice: f64,
     /// Seconds of computation per second of audio; `None` for the original.
     real_time_factor: Option<f64>,
+    /// Frames voiced in the original, pooled over utterances; `None` for the original.
+    voiced: Option<VoicedScore>,
+    /// The independent recogniser's scores (when it ran).
+    asr: Option<AsrScore>,
 }
 
 /// The JSON report.
@@ -185,6 +198,21 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let rate = config.sample_rate;
     let mcd_config = McdConfig::new();
     let mcd = mcd_config.init(rate)?;
+    let voiced = VoicedMetrics::new(mcd.clone(), PitchConfig::default())?;
+    let asr_judge = args.asr.judge()?;
+    // The judge reads the clips from folders: --audio-dir, or a temporary one.
+    let scratch = match (&asr_judge, &args.audio_dir) {
+        (Some(_), None) => Some(tempfile::tempdir().context("making a temporary folder")?),
+        _ => None,
+    };
+    let audio_dir: Option<PathBuf> = args
+        .audio_dir
+        .clone()
+        .or_else(|| scratch.as_ref().map(|d| d.path().to_path_buf()));
+    let all_texts: Vec<String> = read_manifest(&manifest)?
+        .into_iter()
+        .map(|u| u.text)
+        .collect();
     println!(
         "vocoder {}: {} mels, hop {} at {rate} Hz; teacher {} at {} Hz; {} {} utterances",
         args.vocoder.display(),
@@ -224,12 +252,16 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         ];
         let mcd_voc = mcd.distortion(&versions[0], &versions[1])?.db;
         let mcd_gl = mcd.distortion(&versions[0], &versions[2])?.db;
+        let voiced_scores = [
+            voiced.score(&versions[0], &versions[1])?,
+            voiced.score(&versions[0], &versions[2])?,
+        ];
         let own = set
             .position(teacher.tokenizer(), &u.text)?
             .with_context(|| format!("utterance {} is not a candidate", u.id))?;
         let (hypotheses, counts, rank, hits) = judge(&teacher, &set, own, &versions)
             .with_context(|| format!("scoring utterance {}", u.id))?;
-        if let Some(dir) = &args.audio_dir {
+        if let Some(dir) = &audio_dir {
             save(dir, u, &versions)?;
         }
         for i in 0..3 {
@@ -241,6 +273,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
             seconds: versions[0].duration_secs(),
             mcd_vocoder_db: mcd_voc,
             mcd_griffin_lim_db: mcd_gl,
+            voiced: voiced_scores,
             reference: teacher.normalize(&u.text)?,
             hypotheses,
             cer: counts.map(|c| c.rate()),
@@ -252,11 +285,34 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 
     let n = scores.len() as f64;
     let audio_seconds: f64 = scores.iter().map(|s| s.seconds).sum();
-    let system = |i: usize, mcd: Option<f64>, rtf: Option<f64>| SystemReport {
+    let mut asr: [Option<AsrScore>; 3] = [None, None, None];
+    if let (Some(asr_judge), Some(dir)) = (&asr_judge, &audio_dir) {
+        println!("independent recogniser: {}", asr_judge.describe());
+        let candidates = dir.join("candidates.txt");
+        crate::asr_judge::write_candidates(&candidates, all_texts.iter().map(String::as_str))?;
+        for (slot, system) in asr.iter_mut().zip(SYSTEMS) {
+            *slot = Some(asr_judge.score_dir(
+                &dir.join(system),
+                &candidates,
+                &dir.join(format!("{system}.asr.json")),
+                rayon::current_num_threads(),
+            )?);
+        }
+    }
+    let [asr_original, asr_vocoder, asr_griffin_lim] = asr;
+    let pooled =
+        |i: usize| VoicedScore::pool(&scores.iter().map(|s| s.voiced[i]).collect::<Vec<_>>());
+    let system = |i: usize,
+                  mcd: Option<f64>,
+                  rtf: Option<f64>,
+                  voiced: Option<VoicedScore>,
+                  asr: Option<AsrScore>| SystemReport {
         mcd_db: mcd,
         cer: totals[i].rate(),
         forced_choice: identified[i] as f64 / n,
         real_time_factor: rtf,
+        voiced,
+        asr,
     };
     let report = EvalReport {
         vocoder: args.vocoder.clone(),
@@ -274,16 +330,20 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         reference_chars: totals[0].reference_len,
         forced_choice_candidates: set.len(),
         forced_choice_chance: set.chance(),
-        original: system(0, None, None),
+        original: system(0, None, None, None, asr_original),
         vocoder_resynthesis: system(
             1,
             Some(scores.iter().map(|s| s.mcd_vocoder_db).sum::<f64>() / n),
             Some(compute[0] / audio_seconds),
+            Some(pooled(0)),
+            asr_vocoder,
         ),
         griffin_lim_resynthesis: system(
             2,
             Some(scores.iter().map(|s| s.mcd_griffin_lim_db).sum::<f64>() / n),
             Some(compute[1] / audio_seconds),
+            Some(pooled(1)),
+            asr_griffin_lim,
         ),
         per_utterance: scores,
     };
@@ -291,8 +351,11 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         "\n{} utterances, {:.1} s of audio\n",
         report.utterances, report.audio_seconds
     );
-    println!("| audio | MCD (dB) | CER (%) | ID (%) | RTF |");
-    println!("|---|---:|---:|---:|---:|");
+    println!(
+        "| audio | MCD (dB) | MCD voiced (dB) | F0 RMSE (cents) | V/UV error (%) | CER, CTC (%) \
+         | ID, CTC (%) | WER, ASR (%) | ID, ASR (%) | RTF |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (name, s) in [
         ("original", &report.original),
         ("vocoder resynthesis", &report.vocoder_resynthesis),
@@ -301,8 +364,30 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         let opt = |v: Option<f64>, digits: usize| {
             v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
         };
+        let voiced = s.voiced.as_ref().map_or_else(
+            || "– | – | –".to_string(),
+            |v| {
+                format!(
+                    "{:.2} | {:.0} | {:.1}",
+                    v.mcd_db,
+                    v.f0_rmse_cents,
+                    100.0 * v.vuv_error
+                )
+            },
+        );
+        let asr = s.asr.as_ref().map_or_else(
+            || "– | –".to_string(),
+            |a| {
+                format!(
+                    "{:.1} | {:.1} ± {:.1}",
+                    100.0 * a.wer,
+                    100.0 * a.forced_choice,
+                    100.0 * a.forced_choice_se
+                )
+            },
+        );
         println!(
-            "| {name} | {} | {:.2} | {:.1} | {} |",
+            "| {name} | {} | {voiced} | {:.2} | {:.1} | {asr} | {} |",
             opt(s.mcd_db, 2),
             100.0 * s.cer,
             100.0 * s.forced_choice,

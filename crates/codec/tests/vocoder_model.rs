@@ -1,12 +1,14 @@
-//! The Vocos vocoder: output length, mel front-end parity, save/load, and a training smoke run.
+//! The Vocos vocoder: output length, mel front-end parity, save/load, a training smoke run,
+//! adversarial training and warm starts.
 
 use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_audio::{LogMel, sine};
+use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
 use voxspec_codec::vocoder::{
     MelLoss, VocoderLossConfig, VocoderTask, Vocos, VocosConfig, WaveSegments, load_vocoder,
     save_vocoder,
 };
-use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, Trainer};
+use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer};
 
 fn to_vec<const D: usize>(t: Tensor<D>) -> Vec<f32> {
     t.into_data()
@@ -152,4 +154,122 @@ fn training_smoke_loss_decreases() {
     let tail: f64 = losses[steps - 5..].iter().sum::<f64>() / 5.0;
     eprintln!("vocoder smoke: first-5 mean loss {head:.3}, last-5 mean loss {tail:.3}");
     assert!(tail < 0.8 * head, "loss {head} -> {tail}: {losses:?}");
+}
+
+/// Every value of every step.
+#[derive(Default)]
+struct AllValues(Vec<std::collections::BTreeMap<String, f64>>);
+
+impl TrainObserver for AllValues {
+    fn on_step(&mut self, report: &StepReport) {
+        self.0.push(report.values.clone());
+    }
+}
+
+fn tones(hop: usize) -> Vec<Vec<f32>> {
+    [220.0f32, 330.0, 495.0]
+        .iter()
+        .map(|&f| sine(f, 16000, hop * 48, 0.3))
+        .collect()
+}
+
+#[test]
+fn adversarial_training_alternates_generator_and_discriminator() {
+    let device = Device::flex();
+    let config = VocosConfig::tiny();
+    let data = WaveSegments::new(&config, &tones(config.hop_length), 16, 4, 7).unwrap();
+    let loss = VocoderLossConfig {
+        adversarial: Some(
+            DiscriminatorsConfig::new()
+                .with_periods(vec![2, 3])
+                .with_period_channels(2)
+                .with_scales(2)
+                .with_scale_channels(8),
+        ),
+        ..VocoderLossConfig::tiny()
+    };
+    let task = VocoderTask::new(config, loss, data);
+    let steps = 12;
+    let train = TrainConfig {
+        max_steps: steps,
+        log_every: 1,
+        checkpoint_every: 0,
+        tensorboard: false,
+        optimizer: OptimConfig {
+            lr: 2e-3,
+            weight_decay: 0.0,
+            ..OptimConfig::default()
+        },
+        ..TrainConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut record = AllValues::default();
+    let out = Trainer::new(train, task, dir.path(), &device)
+        .run(&mut record)
+        .unwrap();
+    assert_eq!(record.0.len(), steps);
+    for values in &record.0 {
+        for key in [
+            "generator/mel_l1",
+            "generator/adversarial",
+            "generator/feature",
+            "discriminator/disc",
+            "discriminator/grad_norm",
+        ] {
+            let v = values.get(key).copied().unwrap_or(f64::NAN);
+            assert!(v.is_finite(), "{key} = {v}");
+        }
+    }
+    // The discriminators learn to tell the tones from the untrained resynthesis.
+    let disc: Vec<f64> = record.0.iter().map(|v| v["discriminator/disc"]).collect();
+    let (head, tail) = (
+        disc[..3].iter().sum::<f64>(),
+        disc[steps - 3..].iter().sum::<f64>(),
+    );
+    assert!(tail < head, "discriminator loss {disc:?}");
+    assert!(out.model.discriminator.is_some());
+}
+
+#[test]
+fn init_starts_from_the_saved_vocoder() {
+    let device = Device::flex();
+    let config = VocosConfig::tiny();
+    let saved = config.init(&device).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    save_vocoder(dir.path(), &config, &saved).unwrap();
+    let data = WaveSegments::new(&config, &tones(config.hop_length), 16, 4, 7).unwrap();
+    let task = |init: bool| {
+        let t = VocoderTask::new(config.clone(), VocoderLossConfig::tiny(), data.clone());
+        if init {
+            t.with_init(dir.path().join("model.safetensors"))
+        } else {
+            t
+        }
+    };
+    let istft = Vocos::istft(&config, &device).unwrap();
+    let mel = Tensor::<3>::random(
+        [1, config.n_mels, 9],
+        burn::tensor::Distribution::Normal(-3.0, 1.0),
+        &device,
+    );
+    let expected = to_vec(saved.forward(mel.clone(), &istft).unwrap());
+    let warm = task(true).init_model(&device).unwrap();
+    assert_eq!(
+        to_vec(warm.generator.forward(mel.clone(), &istft).unwrap()),
+        expected
+    );
+    assert!(warm.discriminator.is_none());
+    let cold = task(false).init_model(&device).unwrap();
+    assert_ne!(
+        to_vec(cold.generator.forward(mel, &istft).unwrap()),
+        expected
+    );
+    // weights of another size are refused, naming the file
+    let other = VocosConfig::tiny().with_dim(48);
+    let err = VocoderTask::new(other, VocoderLossConfig::tiny(), data)
+        .with_init(dir.path().join("model.safetensors"))
+        .init_model(&device)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("model.safetensors"), "{err}");
 }

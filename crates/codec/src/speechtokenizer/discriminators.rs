@@ -24,7 +24,7 @@ use burn::tensor::{Device, Tensor};
 const LRELU: f64 = 0.1;
 
 /// Configuration of the discriminator ensemble.
-#[derive(Config, Debug)]
+#[derive(Config, Debug, PartialEq)]
 pub struct DiscriminatorsConfig {
     /// Periods of the multi-period discriminator (empty: no MPD).
     #[config(default = "vec![2, 3, 5, 7, 11]")]

@@ -7,7 +7,7 @@
 //! | `griffin_lim` | [`griffin_lim`], [`griffin_lim_from_log_mel`] (host-side, on `voxspec_audio::Stft`) |
 //! | `model` | [`VocosConfig`] (presets `tiny`, `small`, `hop160`, `base`), [`Vocos`] |
 //! | `synth` | [`Vocoder`] (a loaded model: samples → log-mel → samples), [`vocoder_log_mel`], [`Vocos::synthesize`], [`griffin_lim_resynthesize`] |
-//! | `train` | [`VocoderTask`]: multi-resolution STFT + mel L1 training through `voxspec-train` |
+//! | `train` | [`VocoderTask`]: multi-resolution STFT + mel L1 (+ MPD/MSD adversaries, [`VocoderGan`]) training through `voxspec-train` |
 
 pub mod griffin_lim;
 pub mod model;
@@ -23,6 +23,6 @@ pub use model::{ConvNextBlock, Vocos, VocosConfig};
 pub use stft::TensorStft;
 pub use synth::{Vocoder, griffin_lim_resynthesize, vocoder_log_mel};
 pub use train::{
-    MelLoss, MultiResolutionStftLoss, VOCODER_KIND, VocoderBatch, VocoderLossConfig, VocoderTask,
-    WaveSegments, load_vocoder, save_vocoder,
+    MelLoss, MultiResolutionStftLoss, VOCODER_KIND, VocoderBatch, VocoderGan, VocoderLossConfig,
+    VocoderTask, WaveSegments, load_vocoder, save_vocoder,
 };

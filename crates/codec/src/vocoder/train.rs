@@ -1,12 +1,19 @@
-//! Training the vocoder through the shared loop (`voxspec_train::Trainer`), without adversaries:
-//! the multi-resolution STFT loss of Parallel WaveGAN (Yamamoto et al. 2020, §2.3) plus the mel
-//! L1 loss of HiFi-GAN / Vocos.
+//! Training the vocoder through the shared loop (`voxspec_train::Trainer`): the multi-resolution
+//! STFT loss of Parallel WaveGAN (Yamamoto et al. 2020, §2.3) plus the mel L1 loss of HiFi-GAN /
+//! Vocos, and optionally HiFi-GAN's adversaries.
 //!
 //! ```text
-//! L = stft_weight · mean_r [ SC_r + logmag_r ] + mel_weight · ‖log mel(ŷ) − log mel(y)‖₁ / n
+//! L_rec = stft_weight · mean_r [ SC_r + logmag_r ] + mel_weight · ‖log mel(ŷ) − log mel(y)‖₁ / n
 //! SC_r     = ‖|STFT_r y| − |STFT_r ŷ|‖_F / ‖|STFT_r y|‖_F
 //! logmag_r = mean |log |STFT_r y| − log |STFT_r ŷ||
 //! ```
+//!
+//! With `adversarial` set (HiFi-GAN, Kong et al. 2020, §2.3–2.4) the model carries the
+//! multi-period and multi-scale discriminators of [`crate::speechtokenizer::Discriminators`] and
+//! each step runs two phases with two optimizers: `generator`, `L_rec + λ_adv · Σ_k (1 − D_k(ŷ))²
+//! + λ_fm · feature matching`, and `discriminator`, the LSGAN loss on real segments against
+//! detached resyntheses. The periodic structure the MPD sees is where frame-rate buzz and wrong
+//! pitch harmonics show.
 //!
 //! Data: waveforms cut into segments of `segment_frames · hop` samples; the input is the
 //! segment's log-mel from `voxspec_audio::LogMel` (its last frame, centred past the end, is
@@ -15,15 +22,20 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 use voxspec_audio::{LogMel, StftConfig};
 use voxspec_train::{
-    BatchSource, Losses, TrainError, TrainTask, load_weights, read_model_config, save_weights,
-    write_model_config,
+    BatchSource, Losses, Phase, TrainError, TrainTask, load_weights, read_model_config,
+    save_weights, write_model_config,
 };
 
 use crate::error::VocoderError;
+use crate::losses::{
+    discriminator_loss, feature_matching_loss, gan_phases, generator_adversarial_loss,
+};
+use crate::speechtokenizer::{Discriminators, DiscriminatorsConfig};
 use crate::vocoder::model::{Vocos, VocosConfig};
 use crate::vocoder::stft::TensorStft;
 
@@ -45,6 +57,12 @@ pub struct VocoderLossConfig {
     pub mel_weight: f32,
     /// Added to squared magnitudes before the square root and the log.
     pub eps: f64,
+    /// Multi-period and multi-scale discriminators (`None`: reconstruction losses only).
+    pub adversarial: Option<DiscriminatorsConfig>,
+    /// Weight of the LSGAN generator term (HiFi-GAN: 1).
+    pub adversarial_weight: f32,
+    /// Weight of feature matching (whose own factor is HiFi-GAN's 2).
+    pub feature_weight: f32,
 }
 
 impl Default for VocoderLossConfig {
@@ -55,6 +73,9 @@ impl Default for VocoderLossConfig {
             stft_weight: 1.0,
             mel_weight: 45.0,
             eps: 1e-7,
+            adversarial: None,
+            adversarial_weight: 1.0,
+            feature_weight: 1.0,
         }
     }
 }
@@ -304,6 +325,15 @@ impl BatchSource<VocoderBatch> for WaveSegments {
     }
 }
 
+/// The trained model: the vocoder and, for adversarial training, its discriminators.
+#[derive(Module, Debug)]
+pub struct VocoderGan {
+    /// The vocoder.
+    pub generator: Vocos,
+    /// MPD + MSD (absent without adversarial training).
+    pub discriminator: Option<Discriminators>,
+}
+
 /// Loss kernels, built once on the training device.
 #[derive(Debug)]
 struct LossKernels {
@@ -312,7 +342,8 @@ struct LossKernels {
     mel: MelLoss,
 }
 
-/// The vocoder's training task: one phase, multi-resolution STFT + mel L1.
+/// The vocoder's training task: multi-resolution STFT + mel L1, and with
+/// [`VocoderLossConfig::adversarial`] a generator and a discriminator phase.
 #[derive(Debug)]
 pub struct VocoderTask {
     /// Model configuration.
@@ -321,6 +352,7 @@ pub struct VocoderTask {
     pub loss: VocoderLossConfig,
     train: WaveSegments,
     valid: Option<WaveSegments>,
+    init: Option<std::path::PathBuf>,
     kernels: OnceLock<LossKernels>,
 }
 
@@ -332,8 +364,18 @@ impl VocoderTask {
             loss,
             train,
             valid: None,
+            init: None,
             kernels: OnceLock::new(),
         }
+    }
+
+    /// Starts the vocoder from the weights of a trained one (`model.safetensors` of a
+    /// [`save_vocoder`] directory of the same config), e.g. to fine-tune it adversarially; the
+    /// discriminators still start fresh. Read when the trainer builds the model.
+    #[must_use]
+    pub fn with_init(mut self, weights: std::path::PathBuf) -> Self {
+        self.init = Some(weights);
+        self
     }
 
     /// Validates on `valid` (the same losses, epoch 0 of its batches).
@@ -363,22 +405,50 @@ impl VocoderTask {
         model: &Vocos,
         batch: &VocoderBatch,
     ) -> Result<(Tensor<1>, Tensor<1>, Tensor<1>, Tensor<1>), VocoderError> {
+        let (losses, _) = self.reconstruction(model, batch)?;
+        Ok(losses)
+    }
+
+    /// [`VocoderTask::losses`] and the resynthesis `[batch, samples]` they were computed on.
+    #[allow(clippy::type_complexity)]
+    fn reconstruction(
+        &self,
+        model: &Vocos,
+        batch: &VocoderBatch,
+    ) -> Result<((Tensor<1>, Tensor<1>, Tensor<1>, Tensor<1>), Tensor<2>), VocoderError> {
         let k = self.kernels(&batch.wave.device())?;
         let pred = model.forward(batch.log_mel.clone(), &k.istft)?;
         let (sc, logmag) = k.stft.forward(pred.clone(), batch.wave.clone());
-        let mel = k.mel.forward(pred, batch.wave.clone());
+        let mel = k.mel.forward(pred.clone(), batch.wave.clone());
         let total = (sc.clone() + logmag.clone()).mul_scalar(f64::from(self.loss.stft_weight))
             + mel.clone().mul_scalar(f64::from(self.loss.mel_weight));
-        Ok((total, sc, logmag, mel))
+        Ok(((total, sc, logmag, mel), pred))
     }
 }
 
+/// `[batch, samples]` → `[batch, 1, samples]`, the discriminators' input.
+fn channel(x: Tensor<2>) -> Tensor<3> {
+    x.unsqueeze_dim(1)
+}
+
 impl TrainTask for VocoderTask {
-    type Model = Vocos;
+    type Model = VocoderGan;
     type Batch = VocoderBatch;
 
-    fn init_model(&self, device: &Device) -> voxspec_train::Result<Vocos> {
-        self.model.init(device).map_err(TrainError::task)
+    fn init_model(&self, device: &Device) -> voxspec_train::Result<VocoderGan> {
+        let fresh = self.model.init(device).map_err(TrainError::task)?;
+        let generator = match &self.init {
+            Some(weights) => load_weights(fresh, weights)?,
+            None => fresh,
+        };
+        Ok(VocoderGan {
+            generator,
+            discriminator: self.loss.adversarial.as_ref().map(|d| d.init(device)),
+        })
+    }
+
+    fn phases(&self) -> Vec<Phase> {
+        gan_phases(self.loss.adversarial.is_some())
     }
 
     fn train_data(&self) -> &dyn BatchSource<VocoderBatch> {
@@ -397,19 +467,59 @@ impl TrainTask for VocoderTask {
 
     fn loss(
         &self,
-        model: &Vocos,
+        model: &VocoderGan,
         batch: &VocoderBatch,
-        _phase: usize,
+        phase: usize,
     ) -> voxspec_train::Result<Losses> {
-        let (total, sc, logmag, mel) = self.losses(model, batch).map_err(TrainError::task)?;
-        Ok(Losses {
-            total,
-            terms: vec![
-                ("stft_sc".into(), sc),
-                ("stft_logmag".into(), logmag),
-                ("mel_l1".into(), mel),
-            ],
-        })
+        let ((mut total, sc, logmag, mel), pred) = self
+            .reconstruction(&model.generator, batch)
+            .map_err(TrainError::task)?;
+        let real = channel(batch.wave.clone()); // [batch, 1, samples]
+        let fake = channel(pred); // [batch, 1, samples]
+        if phase == 1 {
+            let Some(disc) = &model.discriminator else {
+                return Err(TrainError::task(VocoderError::InvalidConfig {
+                    field: "adversarial",
+                    reason: "discriminator phase without discriminators".into(),
+                }));
+            };
+            let d_real: Vec<Tensor<2>> = disc.forward(real).into_iter().map(|o| o.logits).collect();
+            let d_fake: Vec<Tensor<2>> = disc
+                .forward(fake.detach())
+                .into_iter()
+                .map(|o| o.logits)
+                .collect();
+            let loss = discriminator_loss(&d_real, &d_fake);
+            return Ok(Losses {
+                total: loss.clone(),
+                terms: vec![("disc".into(), loss)],
+            });
+        }
+        let mut terms = vec![
+            ("stft_sc".into(), sc),
+            ("stft_logmag".into(), logmag),
+            ("mel_l1".into(), mel),
+        ];
+        if let Some(disc) = &model.discriminator {
+            let outs_real = disc.forward(real);
+            let outs_fake = disc.forward(fake);
+            let fake_logits: Vec<Tensor<2>> = outs_fake.iter().map(|o| o.logits.clone()).collect();
+            let (fm_real, fm_fake): (Vec<Tensor<2>>, Vec<Tensor<2>>) = outs_real
+                .into_iter()
+                .zip(outs_fake)
+                .flat_map(|(r, f)| r.features.into_iter().zip(f.features))
+                .unzip();
+            let adv = generator_adversarial_loss(&fake_logits);
+            let fm = feature_matching_loss(&fm_real, &fm_fake);
+            total = total
+                + adv
+                    .clone()
+                    .mul_scalar(f64::from(self.loss.adversarial_weight))
+                + fm.clone().mul_scalar(f64::from(self.loss.feature_weight));
+            terms.push(("adversarial".into(), adv));
+            terms.push(("feature".into(), fm));
+        }
+        Ok(Losses { total, terms })
     }
 
     fn config(&self) -> serde_json::Value {
