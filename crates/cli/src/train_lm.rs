@@ -85,6 +85,10 @@ pub struct MtpArgs {
     /// auto: aligned when every training utterance has durations.
     #[arg(long, value_enum, default_value = "auto")]
     alignment: AlignmentMode,
+    /// Share of the input codes replaced by random ones in training (targets unchanged), so
+    /// that the model leans on the text rather than on its own last codes (0: none).
+    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    code_noise: f32,
 }
 
 /// Whether the AR model is trained aligned.
@@ -325,6 +329,11 @@ struct MtpSettings {
 
 pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.code_noise),
+        "--code-noise {} must lie in [0, 1)",
+        args.code_noise
+    );
     let common = &args.common;
     let mut pairs = load_pairs(common)?;
     let aligned = decide_alignment(
@@ -346,6 +355,7 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
             task: MtpTaskConfig {
                 head_weights: head_weights(&args.head_weights, args.heads)?,
                 bucket: bucket(common, true),
+                code_noise: args.code_noise,
             },
             model,
         },
@@ -357,7 +367,8 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     let task = MtpTask {
         model: settings.model.clone(),
         task: settings.task.clone(),
-        train: MtpData::new(&pairs.train, &settings.model, settings.task.bucket.clone()),
+        train: MtpData::new(&pairs.train, &settings.model, settings.task.bucket.clone())
+            .with_code_noise(settings.task.code_noise),
         valid: (!pairs.dev.is_empty())
             .then(|| MtpData::new(&pairs.dev, &settings.model, valid_bucket).with_shuffled_text()),
     };

@@ -270,6 +270,7 @@ fn train(devices: &[Device], grad_accum: usize) -> (Vec<f64>, Vec<f32>) {
         task: MtpTaskConfig {
             head_weights: vec![1.0; config.n_heads],
             bucket: bucket.clone(),
+            code_noise: 0.0,
         },
         train: MtpData::new(&items(), &config, bucket),
         valid: None,

@@ -317,6 +317,11 @@ pub struct MtpTaskConfig {
     pub head_weights: Vec<f32>,
     /// Training batches.
     pub bucket: BucketConfig,
+    /// Share of the input codes replaced by random codes in training batches (the targets keep
+    /// the true codes): the model learns not to lean on its own last tokens, which at greedy
+    /// decoding it would otherwise repeat. 0 (the default) trains on the true history.
+    #[serde(default)]
+    pub code_noise: f32,
 }
 
 /// Text, stream-0 codes and durations of one utterance.
@@ -330,6 +335,7 @@ pub struct MtpData {
     config: MtpConfig,
     bucket: BucketConfig,
     shuffled: bool,
+    code_noise: f32,
 }
 
 impl MtpData {
@@ -355,7 +361,15 @@ impl MtpData {
             config: config.clone(),
             bucket,
             shuffled: false,
+            code_noise: 0.0,
         }
+    }
+
+    /// Replaces a `share` of the input codes of every batch by uniformly random codes (targets
+    /// unchanged), deterministically per (epoch, batch); see [`MtpTaskConfig::code_noise`].
+    pub fn with_code_noise(mut self, share: f32) -> Self {
+        self.code_noise = share.clamp(0.0, 1.0);
+        self
     }
 
     /// Also builds, for every batch, the same audio paired with the next item's text (and its
@@ -435,12 +449,56 @@ impl BatchSource<MtpBatch> for MtpData {
                 durations: self.items[i].2.as_deref(),
             })
             .collect();
-        let host = host_batch(&self.config, &items)?;
+        let mut host = host_batch(&self.config, &items)?;
+        if self.code_noise > 0.0 {
+            corrupt_codes(
+                &mut host,
+                &items,
+                &self.config,
+                self.code_noise,
+                epoch,
+                index,
+            );
+        }
         let mut batch = MtpBatch::from_host(host, self.config.n_heads, device);
         if self.shuffled && self.items.len() > 1 {
             batch.shuffled = Some(Box::new(self.shuffled_batch(indices, device)?));
         }
         Ok(batch)
+    }
+}
+
+/// Replaces each input code of `host` (not the text, separator or targets) by a uniformly random
+/// code with probability `share`, from a SplitMix64 stream seeded by `(epoch, index)`.
+fn corrupt_codes(
+    host: &mut HostBatch,
+    items: &[BatchItem<'_>],
+    config: &MtpConfig,
+    share: f32,
+    epoch: usize,
+    index: usize,
+) {
+    let width = host.shape[1];
+    let mut state = (epoch as u64)
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .wrapping_add(index as u64)
+        ^ 0xD1B5_4A32_D192_ED03;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let threshold = (f64::from(share) * (u64::MAX as f64)) as u64;
+    let codebook = config.codebook_size as u64;
+    for (b, item) in items.iter().enumerate() {
+        let first = b * width + item.text.len() + 1;
+        for slot in &mut host.ids[first..first + item.codes.len()] {
+            if next() < threshold {
+                *slot = i64::from(config.code_id((next() % codebook) as u32));
+            }
+        }
     }
 }
 

@@ -244,6 +244,7 @@ fn training_follows_the_text_and_learns_durations() {
         task: MtpTaskConfig {
             head_weights: vec![1.0; config.n_heads],
             bucket: bucket.clone(),
+            code_noise: 0.0,
         },
         train: MtpData::new(&train_items, &config, bucket.clone()),
         valid: Some(

@@ -239,6 +239,7 @@ fn training_teaches_every_head() {
         task: MtpTaskConfig {
             head_weights: vec![1.0; config.n_heads],
             bucket: bucket.clone(),
+            code_noise: 0.0,
         },
         train: MtpData::new(&items, &config, bucket),
         valid: None,
@@ -299,4 +300,61 @@ fn forward_costs_time_every_block_width() {
     assert_eq!(costs.len(), 3);
     assert!(costs.iter().all(|c| c.is_finite() && *c > 0.0), "{costs:?}");
     assert!(voxspec_mtp::forward_costs(&model, false, 12, 0, 2).is_err());
+}
+
+#[test]
+fn code_noise_replaces_a_share_of_input_codes_and_nothing_else() {
+    use voxspec_train::BatchSource;
+    let config = MtpConfig::tiny(TEXT_VOCAB, 200);
+    let items: Vec<TtsItem> = (0..8u32)
+        .map(|i| {
+            let codes: Vec<u32> = (0..150u32).map(|j| (i * 7 + j) % 200).collect();
+            TtsItem {
+                id: format!("u{i}"),
+                speaker: "s".into(),
+                text: vec![1 + (i % 5), 2, 3],
+                codes: Codes::new(1, codes.len(), codes).expect("codes"),
+                durations: None,
+            }
+        })
+        .collect();
+    let bucket = BucketConfig {
+        max_items: 8,
+        max_padded_len: 4096,
+        shuffle: false,
+        seed: 1,
+    };
+    let device = Device::flex();
+    let ints = |t: Tensor<2, Int>| t.into_data().convert::<i64>().to_vec::<i64>().unwrap();
+    let ints3 = |t: Tensor<3, Int>| t.into_data().convert::<i64>().to_vec::<i64>().unwrap();
+    let clean = MtpData::new(&items, &config, bucket.clone());
+    let noisy = MtpData::new(&items, &config, bucket).with_code_noise(0.3);
+    let a = clean.batch(0, 0, &device).unwrap();
+    let b = noisy.batch(0, 0, &device).unwrap();
+    assert_eq!(ints3(a.targets.clone()), ints3(b.targets.clone()));
+    let (ia, ib) = (ints(a.ids.clone()), ints(b.ids.clone()));
+    let width = a.ids.dims()[1];
+    let (mut changed, mut codes) = (0usize, 0usize);
+    for row in 0..a.ids.dims()[0] {
+        // text and separator untouched
+        assert_eq!(
+            ia[row * width..row * width + 4],
+            ib[row * width..row * width + 4]
+        );
+        for j in row * width + 4..row * width + 4 + 150 {
+            codes += 1;
+            changed += usize::from(ia[j] != ib[j]);
+            let id = ib[j] as usize;
+            assert!(
+                (config.code_id(0) as usize..config.code_id(199) as usize + 1).contains(&id),
+                "{id}"
+            );
+        }
+    }
+    // 30 % drawn, of which 1/200 land on the true code
+    let share = changed as f64 / codes as f64;
+    assert!((0.26..0.34).contains(&share), "{share}");
+    // deterministic per (epoch, batch), different across epochs
+    assert_eq!(ints(noisy.batch(0, 0, &device).unwrap().ids), ib);
+    assert_ne!(ints(noisy.batch(1, 0, &device).unwrap().ids), ib);
 }
