@@ -179,7 +179,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
 
     let mut parts = DecoderParts::default();
     if grid.needs_transitions() {
-        parts.load_transitions(&paths.transitions)?;
+        parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
     }
     if let Some(dir) = &args.draft {
         parts.draft = Some(load_draft(dir, &pipeline.ar, paths.engine, &device)?);

@@ -287,6 +287,7 @@ fn baseline_row(
         nar: None,
         codec: None,
         transitions: None,
+        transition_weight: 1.0,
         engine: voxspec_tts::EngineKind::Native,
     };
     let pipeline = Pipeline::load(&models.paths(), device)?;

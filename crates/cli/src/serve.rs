@@ -83,7 +83,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let pipeline = Pipeline::load(&paths, &device)?;
     let mut parts = DecoderParts::default();
     if paths.transitions.is_file() {
-        parts.load_transitions(&paths.transitions)?;
+        parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
     } else if args.decoder == "mtp-viterbi" {
         bail!(
             "--decoder mtp-viterbi needs the transition matrix {} (`voxspec stats transitions`), \
@@ -220,7 +220,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         let pipeline = Pipeline::load(&paths, &device)?;
         let mut parts = DecoderParts::default();
         if paths.transitions.is_file() {
-            parts.load_transitions(&paths.transitions)?;
+            parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
         }
         let config = ServerConfig {
             defaults: Defaults {

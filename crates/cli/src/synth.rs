@@ -34,6 +34,10 @@ pub struct ModelArgs {
     /// [default: <EXP>/transitions.safetensors].
     #[arg(long, value_name = "FILE")]
     pub transitions: Option<PathBuf>,
+    /// Weight of the transition matrix against the heads' scores in Viterbi decoding (its
+    /// log-probabilities are multiplied by it; 1: the MTP paper's, 0: each head's own best).
+    #[arg(long, default_value_t = 1.0, value_name = "W")]
+    pub transition_weight: f32,
     /// Implementation that runs the AR model and the draft: the native CPU engine (f32 or bf16
     /// weights), or Burn on --device (use `burn` on a GPU).
     #[arg(long, value_enum, default_value_t = EngineKind::Native)]
@@ -357,7 +361,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
     let pipeline = Pipeline::load(&paths, &device)?;
     let mut parts = DecoderParts::default();
     if matches!(spec, DecoderSpec::MtpViterbi { .. }) {
-        parts.load_transitions(&paths.transitions)?;
+        parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
     }
     let spec = match spec {
         DecoderSpec::Speculative { rule, gamma } => {

@@ -209,6 +209,9 @@ pub struct Transitions {
     sequences: u64,
     pairs: u64,
     rows: Rows,
+    /// [`Transitions::with_weight`]'s factor, applied to the stored rows already; kept for the
+    /// uniform value of out-of-range tokens.
+    weight: f32,
 }
 
 impl Transitions {
@@ -314,6 +317,7 @@ impl Transitions {
             sequences: counts.sequences,
             pairs: counts.pairs,
             rows,
+            weight: 1.0,
         })
     }
 
@@ -337,11 +341,39 @@ impl Transitions {
         (self.sequences, self.pairs)
     }
 
-    /// `log Q(a → b)`; `log(1/V)` when either token is outside `0..V`.
+    /// The matrix with every `log Q` multiplied by `weight` (`Q^w`, not renormalised): the
+    /// weight of the transitions against the heads' own scores in Viterbi path selection, as a
+    /// language-model weight in speech recognition. 1 is the MTP paper's; 0 leaves each head
+    /// its own best candidate.
+    ///
+    /// # Errors
+    /// [`InferError::InvalidSetting`] for a negative or non-finite weight.
+    pub fn with_weight(mut self, weight: f32) -> Result<Self> {
+        if !(weight.is_finite() && weight >= 0.0) {
+            return Err(InferError::InvalidSetting {
+                name: "transition_weight",
+                value: weight.to_string(),
+                expected: "a finite weight ≥ 0".into(),
+            });
+        }
+        if weight != 1.0 {
+            self.weight *= weight;
+            match &mut self.rows {
+                Rows::Dense(log_q) => log_q.iter_mut().for_each(|v| *v *= weight),
+                Rows::Sparse { log_q, floor, .. } => {
+                    log_q.iter_mut().for_each(|v| *v *= weight);
+                    floor.iter_mut().for_each(|v| *v *= weight);
+                }
+            }
+        }
+        Ok(self)
+    }
+
+    /// `log Q(a → b)`; `log(1/V)` when either token is outside `0..V` (times the weight).
     pub fn log_q(&self, a: u32, b: u32) -> f32 {
         let (ai, bi) = (a as usize, b as usize);
         if ai >= self.vocab || bi >= self.vocab {
-            return -(self.vocab as f32).ln();
+            return -(self.vocab as f32).ln() * self.weight;
         }
         match &self.rows {
             Rows::Dense(log_q) => log_q[ai * self.vocab + bi],
@@ -579,6 +611,7 @@ impl Transitions {
             sequences: number("sequences")?,
             pairs: number("pairs")?,
             rows,
+            weight: 1.0,
         })
     }
 }
@@ -626,5 +659,34 @@ mod tests {
         let err = Transitions::from_sequences([&[0u32, 5][..]], 3, &TransitionsConfig::default())
             .unwrap_err();
         assert!(err.to_string().contains("token 5 at position 1"), "{err}");
+    }
+
+    #[test]
+    fn a_weight_scales_every_log_probability() {
+        let seqs: Vec<Vec<u32>> = vec![vec![0, 1, 1, 2, 0, 3, 3, 3], vec![1, 2, 2, 0]];
+        for dense_max_vocab in [16, 2] {
+            let config = TransitionsConfig {
+                dense_max_vocab,
+                top_k: 2,
+                ..TransitionsConfig::default()
+            };
+            let t =
+                Transitions::from_sequences(seqs.iter().map(Vec::as_slice), 4, &config).unwrap();
+            let half = t.clone().with_weight(0.5).unwrap();
+            let zero = t.clone().with_weight(0.0).unwrap();
+            for a in 0..5 {
+                for b in 0..5 {
+                    assert!((half.log_q(a, b) - 0.5 * t.log_q(a, b)).abs() < 1e-6);
+                    assert_eq!(zero.log_q(a, b), 0.0);
+                }
+            }
+            assert_eq!(t.clone().with_weight(1.0).unwrap(), t);
+        }
+        let t = Transitions::from_sequences([&[0u32, 1][..]], 2, &TransitionsConfig::default())
+            .unwrap();
+        for bad in [-0.5, f32::NAN, f32::INFINITY] {
+            let err = t.clone().with_weight(bad).unwrap_err().to_string();
+            assert!(err.contains("transition_weight"), "{err}");
+        }
     }
 }

@@ -144,13 +144,15 @@ pub fn load_draft(
 }
 
 impl DecoderParts {
-    /// Loads the transition matrix of the Viterbi decoders.
+    /// Loads the transition matrix of the Viterbi decoders, its `log Q` scaled by `weight`
+    /// ([`Transitions::with_weight`]; 1: as estimated).
     ///
     /// # Errors
-    /// [`TtsError::Load`] naming the file.
-    pub fn load_transitions(&mut self, path: &Path) -> Result<()> {
-        let transitions =
-            Transitions::load(path).map_err(TtsError::load("the transition matrix", path))?;
+    /// [`TtsError::Load`] naming the file (or the bad weight).
+    pub fn load_transitions(&mut self, path: &Path, weight: f32) -> Result<()> {
+        let transitions = Transitions::load(path)
+            .and_then(|t| t.with_weight(weight))
+            .map_err(TtsError::load("the transition matrix", path))?;
         self.transitions = Some(Arc::new(transitions));
         Ok(())
     }
