@@ -7,11 +7,12 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use voxspec_audio::{Audio, WavFormat, write_wav};
+use voxspec_data::sentences::split_sentences;
 use voxspec_data::{Utterance, read_manifest};
-use voxspec_infer::{SamplerConfig, StopReason};
+use voxspec_infer::{Decoder, SamplerConfig, StopReason};
 use voxspec_tts::{
-    DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, ModelPaths, NarWindow, Pipeline,
-    RuleSpec, SpeechItem, StreamConfig, load_draft,
+    ArEngine, DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, LongForm, ModelPaths,
+    NarWindow, Pipeline, RuleSpec, SpeechItem, StreamConfig, VoicePrompt, load_draft,
 };
 
 /// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
@@ -210,16 +211,24 @@ pub enum DecoderKind {
 
 /// `voxspec synthesize`: text (and optionally a reference voice) to a WAV file, or every line
 /// of a text file to a folder of WAV files with a manifest.
+///
+/// A --text of several sentences (or a --text-file with --join) is spoken sentence by sentence
+/// with the same voice and decoder and joined by pauses (a blank line ends a paragraph); a
+/// sentence too long for the AR model's context is split at its clauses.
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("input").required(true).args(["text", "text_file"])))]
 pub struct SynthesizeArgs {
-    /// The sentence to speak (--out is then a WAV file).
+    /// The text to speak: a sentence, or several (--out is then a WAV file).
     #[arg(long)]
     pub(crate) text: Option<String>,
     /// One sentence per line (blank lines skipped): --out is then a folder that receives
     /// NNNN.wav per line and manifest.jsonl (index, text, wav, codes, seconds, stop).
+    /// With --join: a long text (paragraphs separated by blank lines) spoken into one WAV.
     #[arg(long, value_name = "FILE")]
     pub(crate) text_file: Option<PathBuf>,
+    /// Speak --text-file as one text into the one WAV file --out.
+    #[arg(long)]
+    pub(crate) join: bool,
     /// Reference recording whose codes condition the NAR stage (any rate; resampled); for a
     /// multi-stream LM, the recording whose voice vector it speaks with.
     #[arg(long, value_name = "WAV")]
@@ -322,8 +331,17 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.models.model
         && crate::synth_ms::is_multistream(dir)
     {
+        anyhow::ensure!(
+            !args.join,
+            "--join speaks a long text with a single-stream model; {} is a multi-stream LM",
+            dir.display()
+        );
         return crate::synth_ms::synthesize(&args);
     }
+    anyhow::ensure!(
+        !args.join || args.text_file.is_some(),
+        "--join speaks a --text-file into one WAV; give --text-file"
+    );
     let device = crate::device::single()?;
     let sampler = args.sampling.config(0.0)?;
     let speculative = |rule| {
@@ -393,6 +411,23 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         Some(p) => Some(pipeline.encode_prompt(p, args.prompt_text.as_deref())?),
         None => None,
     };
+    let long_text = match (&args.text, &args.text_file) {
+        (None, Some(file)) if args.join => Some(
+            std::fs::read_to_string(file)
+                .with_context(|| format!("reading the text file {}", file.display()))?,
+        ),
+        (Some(text), _) if split_sentences(text).len() > 1 => Some(text.clone()),
+        _ => None,
+    };
+    if let Some(text) = long_text {
+        let request = LongRequest {
+            prompt: prompt.as_ref(),
+            lengths: args.lengths.lengths(),
+            sampler: &sampler,
+            seed: args.seed,
+        };
+        return speak_long(&pipeline, decoder.as_mut(), &text, &request, &args.out);
+    }
     let lines = sentences(&args)?;
     let stream = args.streaming.config()?;
     let mut manifest = Vec::new();
@@ -508,5 +543,80 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing {}", path.display()))?;
         println!("{} sentences → {}", manifest.len(), path.display());
     }
+    Ok(())
+}
+
+/// What a long text is spoken with besides the decoder.
+struct LongRequest<'a> {
+    prompt: Option<&'a VoicePrompt>,
+    lengths: Lengths,
+    sampler: &'a SamplerConfig,
+    seed: u64,
+}
+
+/// Speaks a long text sentence by sentence into one WAV file and reports each piece.
+fn speak_long(
+    pipeline: &Pipeline,
+    decoder: &mut dyn Decoder<ArEngine>,
+    text: &str,
+    request: &LongRequest<'_>,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let config = LongForm::default();
+    let started = std::time::Instant::now();
+    let mut first_audio = None;
+    let mut on_piece = |_: &[f32]| {
+        first_audio.get_or_insert_with(|| started.elapsed().as_secs_f64());
+        Ok(())
+    };
+    let spoken = pipeline.synthesize_text(
+        decoder,
+        text,
+        request.prompt,
+        &request.lengths,
+        request.sampler,
+        request.seed,
+        &config,
+        &mut on_piece,
+    )?;
+    let wall = started.elapsed().as_secs_f64();
+    let rate = f64::from(pipeline.sample_rate());
+    for (i, piece) in spoken.pieces.iter().enumerate() {
+        if piece.codes == 0 {
+            bail!(
+                "the AR model ended speech before the first code of piece {} ({:?}); try \
+                 another --seed or a lower --temperature",
+                i + 1,
+                piece.text
+            );
+        }
+        let stop = match piece.stop {
+            StopReason::Eos => "end of speech",
+            StopReason::MaxTokens => "the length limit",
+        };
+        println!(
+            "{:>3}. {:.2} s at {:.2} s, {} codes ({stop}): {}",
+            i + 1,
+            piece.len as f64 / rate,
+            piece.start as f64 / rate,
+            piece.codes,
+            piece.text
+        );
+    }
+    let seconds = spoken.samples.len() as f64 / rate;
+    write_wav(
+        out,
+        &Audio::new(spoken.samples, pipeline.sample_rate()),
+        WavFormat::Pcm16,
+    )?;
+    let ar: f64 = spoken.pieces.iter().map(|p| p.ar_seconds).sum();
+    let rest: f64 = spoken.pieces.iter().map(|p| p.rest_seconds).sum();
+    println!(
+        "{} pieces, {seconds:.2} s of audio in {wall:.2} s (AR {ar:.2} s, NAR + codec {rest:.2} s; \
+         first piece after {:.2} s) → {}",
+        spoken.pieces.len(),
+        first_audio.unwrap_or(wall),
+        out.display()
+    );
     Ok(())
 }

@@ -131,6 +131,31 @@ fn synthesize_and_bench_every_decoder() {
         assert!(!audio.samples.is_empty());
         std::fs::remove_file(&wav).unwrap();
     }
+    // A long text: sentence by sentence into one WAV, joined by pauses.
+    let out = run_ok(&[
+        "--text",
+        "The cat sat. The dog ran off.",
+        "--decoder",
+        "ar",
+        "-o",
+        s(&wav),
+    ]);
+    assert!(out.contains("2 pieces"), "{out}");
+    let text_file = dir.path().join("chapter.txt");
+    std::fs::write(&text_file, "The cat sat. The dog ran.\n\nA bird sang.\n").unwrap();
+    let out = run_ok(&["--text-file", s(&text_file), "--join", "-o", s(&wav)]);
+    assert!(out.contains("3 pieces"), "{out}");
+    let audio = voxspec_audio::load(&wav).unwrap();
+    // at least the two pauses (0.35 s after a sentence, 0.8 s after a paragraph)
+    assert!(
+        audio.samples.len() as f64 >= 1.15 * 16000.0,
+        "{}",
+        audio.samples.len()
+    );
+    std::fs::remove_file(&wav).unwrap();
+    let err = run_fail(&["--text", "the cat", "--join", "-o", s(&wav)]);
+    assert!(err.contains("--text-file"), "{err}");
+
     // The speculative decoders with the draft; greedy exact SD speaks AR's codes.
     let greedy_codes = |decoder: &str, extra: &[&str]| -> String {
         let mut args = vec!["--text", "the cat sat on the mat", "--decoder", decoder];

@@ -6,6 +6,7 @@
 //!   the minitts alignments, `voxspec align`);
 //! - [`text`]: text normalisation and the BPE / character / phoneme tokenizer (`tokenizer.json`);
 //! - [`phones`], [`g2p`]: the phone set and English grapheme-to-phoneme (CMUdict + rules);
+//! - [`sentences`]: long texts cut into sentences (and over-long sentences into clauses);
 //! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
 //! - [`dataset`], [`bucket`]: Burn datasets and batchers with length bucketing and masks.
 
@@ -19,6 +20,7 @@ mod fsutil;
 pub mod g2p;
 pub mod manifest;
 pub mod phones;
+pub mod sentences;
 pub mod text;
 pub mod textgrid;
 pub mod textgrid_write;

@@ -623,7 +623,9 @@ impl Worker {
             .pipeline
             .request(&text, voice, &lengths, request.seed.unwrap_or(0))
             .map_err(|e| match e {
-                TtsError::Text(m) => ApiError::bad_request(format!("input: {m}")),
+                TtsError::Text(m) | TtsError::TooLong(m) => {
+                    ApiError::bad_request(format!("input: {m}"))
+                }
                 other => ApiError::internal_chain(&other),
             })?;
         Ok((

@@ -22,6 +22,10 @@ pub enum TtsError {
     /// The text cannot be spoken (empty, unknown characters, too long for the context).
     #[error("{0}")]
     Text(String),
+    /// The text needs more positions than the AR model's context holds (long-form synthesis
+    /// splits such a sentence into clauses).
+    #[error("{0}")]
+    TooLong(String),
     /// A setting is out of range (the message names it).
     #[error("{0}")]
     Config(String),

@@ -13,7 +13,8 @@
 //! [`DecoderParts::build`] on the engine of [`ModelPaths::engine`] (the native CPU engine or
 //! Burn). [`run_decode_bench`] runs a grid of decoders ([`DecoderGrid`]) on the same sentences
 //! and returns one [`DecodeRow`] each: speed against AR measured alongside, and quality by the
-//! CTC teacher ([`Judge`]).
+//! CTC teacher ([`Judge`]). [`Pipeline::synthesize_text`] speaks a long text (paragraphs, a
+//! chapter) sentence by sentence with one decoder, joined by the pauses of [`LongForm`].
 //!
 //! # Speaking a sentence
 //!
@@ -63,6 +64,7 @@ mod bench;
 mod decoders;
 mod engine;
 mod error;
+mod longform;
 mod pipeline;
 mod stream;
 mod untrained;
@@ -74,6 +76,7 @@ pub use bench::{
 pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
+pub use longform::{LongForm, LongSynthesis, Piece, SpokenPiece};
 pub use pipeline::{Lengths, ModelPaths, Pipeline, SpeechItem, Synthesis, VoicePrompt};
 pub use stream::{NarWindow, SpeechStream, StreamConfig, Streamed};
 pub use untrained::write_untrained_experiment;

@@ -342,7 +342,7 @@ impl Pipeline {
             let used = text.len() + 1 + CACHE_SLACK;
             let room = self.ar.transformer.max_seq_len().saturating_sub(used);
             if room < frames {
-                return Err(TtsError::Text(format!(
+                return Err(TtsError::TooLong(format!(
                     "the text needs {frames} frames, more than the {room} positions left in the \
                      AR model's context of {}; split it into shorter sentences",
                     self.ar.transformer.max_seq_len()
@@ -372,7 +372,7 @@ impl Pipeline {
         let used = text.len() + 1 + codes.len() + CACHE_SLACK;
         let room = self.ar.transformer.max_seq_len().saturating_sub(used);
         if room == 0 {
-            return Err(TtsError::Text(format!(
+            return Err(TtsError::TooLong(format!(
                 "the text and prompt take {used} positions, more than the AR model's context of \
                  {} positions",
                 self.ar.transformer.max_seq_len()

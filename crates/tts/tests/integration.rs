@@ -4,4 +4,5 @@
 //! the README's test command runs them one at a time (`--test-threads=1`).
 
 mod batch;
+mod longform;
 mod stream;
