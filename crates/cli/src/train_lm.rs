@@ -86,8 +86,9 @@ pub struct MtpArgs {
     #[arg(long, value_enum, default_value = "auto")]
     alignment: AlignmentMode,
     /// Share of the input codes replaced by random ones in training (targets unchanged), so
-    /// that the model leans on the text rather than on its own last codes (0: none).
-    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    /// that the model leans on the text rather than on its own last codes, which greedy
+    /// decoding otherwise repeats (0: none).
+    #[arg(long, default_value_t = 0.2, value_name = "P")]
     code_noise: f32,
 }
 

@@ -12,6 +12,7 @@ mod ctc;
 mod eval_cli;
 mod lm_cli;
 mod multistream_cli;
+mod readme;
 mod socodec_cli;
 mod synth_bench;
 mod train_lm;

@@ -471,11 +471,7 @@ impl TrainTask for VocoderTask {
         batch: &VocoderBatch,
         phase: usize,
     ) -> voxspec_train::Result<Losses> {
-        let ((mut total, sc, logmag, mel), pred) = self
-            .reconstruction(&model.generator, batch)
-            .map_err(TrainError::task)?;
         let real = channel(batch.wave.clone()); // [batch, 1, samples]
-        let fake = channel(pred); // [batch, 1, samples]
         if phase == 1 {
             let Some(disc) = &model.discriminator else {
                 return Err(TrainError::task(VocoderError::InvalidConfig {
@@ -483,9 +479,17 @@ impl TrainTask for VocoderTask {
                     reason: "discriminator phase without discriminators".into(),
                 }));
             };
+            // The discriminators' phase needs the resynthesis only, not its losses.
+            let k = self
+                .kernels(&batch.wave.device())
+                .map_err(TrainError::task)?;
+            let fake = model
+                .generator
+                .forward(batch.log_mel.clone(), &k.istft)
+                .map_err(TrainError::task)?;
             let d_real: Vec<Tensor<2>> = disc.forward(real).into_iter().map(|o| o.logits).collect();
             let d_fake: Vec<Tensor<2>> = disc
-                .forward(fake.detach())
+                .forward(channel(fake).detach())
                 .into_iter()
                 .map(|o| o.logits)
                 .collect();
@@ -495,6 +499,10 @@ impl TrainTask for VocoderTask {
                 terms: vec![("disc".into(), loss)],
             });
         }
+        let ((mut total, sc, logmag, mel), pred) = self
+            .reconstruction(&model.generator, batch)
+            .map_err(TrainError::task)?;
+        let fake = channel(pred); // [batch, 1, samples]
         let mut terms = vec![
             ("stft_sc".into(), sc),
             ("stft_logmag".into(), logmag),
