@@ -325,8 +325,8 @@ fn code_noise_replaces_a_share_of_input_codes_and_nothing_else() {
         seed: 1,
     };
     let device = Device::flex();
-    let ints = |t: Tensor<2, Int>| t.into_data().convert::<i64>().to_vec::<i64>().unwrap();
-    let ints3 = |t: Tensor<3, Int>| t.into_data().convert::<i64>().to_vec::<i64>().unwrap();
+    let ints = |t: Tensor<2, Int>| t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
+    let ints3 = |t: Tensor<3, Int>| t.into_data().convert::<i64>().try_to_vec::<i64>().unwrap();
     let clean = MtpData::new(&items, &config, bucket.clone());
     let noisy = MtpData::new(&items, &config, bucket).with_code_noise(0.3);
     let a = clean.batch(0, 0, &device).unwrap();

@@ -10,10 +10,14 @@
 //!
 //! With `adversarial` set (HiFi-GAN, Kong et al. 2020, §2.3–2.4) the model carries the
 //! multi-period and multi-scale discriminators of [`crate::speechtokenizer::Discriminators`] and
-//! each step runs two phases with two optimizers: `generator`, `L_rec + λ_adv · Σ_k (1 − D_k(ŷ))²
-//! + λ_fm · feature matching`, and `discriminator`, the LSGAN loss on real segments against
-//! detached resyntheses. The periodic structure the MPD sees is where frame-rate buzz and wrong
-//! pitch harmonics show.
+//! each step runs two phases with two optimizers:
+//!
+//! ```text
+//! generator:      L_rec + λ_adv · Σ_k (1 − D_k(ŷ))² + λ_fm · feature matching
+//! discriminator:  Σ_k (1 − D_k(y))² + D_k(ŷ)²        (ŷ detached)
+//! ```
+//!
+//! The periodic structure the MPD sees is where frame-rate buzz and wrong pitch harmonics show.
 //!
 //! Data: waveforms cut into segments of `segment_frames · hop` samples; the input is the
 //! segment's log-mel from `voxspec_audio::LogMel` (its last frame, centred past the end, is
