@@ -186,6 +186,8 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         LengthNorm::default(),
     )
     .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
+    // The independent recogniser chooses among the same transcripts.
+    let all_texts: Vec<String> = utterances.iter().map(|u| u.text.clone()).collect();
     if let Some(n) = args.limit {
         utterances.truncate(n);
     }
@@ -209,10 +211,6 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         .audio_dir
         .clone()
         .or_else(|| scratch.as_ref().map(|d| d.path().to_path_buf()));
-    let all_texts: Vec<String> = read_manifest(&manifest)?
-        .into_iter()
-        .map(|u| u.text)
-        .collect();
     println!(
         "vocoder {}: {} mels, hop {} at {rate} Hz; teacher {} at {} Hz; {} {} utterances",
         args.vocoder.display(),

@@ -101,6 +101,22 @@ fn save_then_load_gives_the_same_waveform() {
     assert!(load_vocoder(dir.path(), &device).is_err());
 }
 
+/// `steps` steps at lr 2e-3, a log line each, no checkpoints or TensorBoard.
+fn train_config(steps: usize) -> TrainConfig {
+    TrainConfig {
+        max_steps: steps,
+        log_every: 1,
+        checkpoint_every: 0,
+        tensorboard: false,
+        optimizer: OptimConfig {
+            lr: 2e-3,
+            weight_decay: 0.0,
+            ..OptimConfig::default()
+        },
+        ..TrainConfig::default()
+    }
+}
+
 #[derive(Default)]
 struct Record(Vec<f64>);
 
@@ -130,18 +146,7 @@ fn training_smoke_loss_decreases() {
     assert_eq!(data.len(), 9);
     let task = VocoderTask::new(config, VocoderLossConfig::tiny(), data);
     let steps = 30;
-    let train = TrainConfig {
-        max_steps: steps,
-        log_every: 1,
-        checkpoint_every: 0,
-        tensorboard: false,
-        optimizer: OptimConfig {
-            lr: 2e-3,
-            weight_decay: 0.0,
-            ..OptimConfig::default()
-        },
-        ..TrainConfig::default()
-    };
+    let train = train_config(steps);
     let dir = tempfile::tempdir().unwrap();
     let trainer = Trainer::new(train, task, dir.path(), &device);
     let mut record = Record::default();
@@ -190,18 +195,7 @@ fn adversarial_training_alternates_generator_and_discriminator() {
     };
     let task = VocoderTask::new(config, loss, data);
     let steps = 12;
-    let train = TrainConfig {
-        max_steps: steps,
-        log_every: 1,
-        checkpoint_every: 0,
-        tensorboard: false,
-        optimizer: OptimConfig {
-            lr: 2e-3,
-            weight_decay: 0.0,
-            ..OptimConfig::default()
-        },
-        ..TrainConfig::default()
-    };
+    let train = train_config(steps);
     let dir = tempfile::tempdir().unwrap();
     let mut record = AllValues::default();
     let out = Trainer::new(train, task, dir.path(), &device)

@@ -106,14 +106,14 @@ impl Pipeline {
         for sentence in &sentences {
             let first = pieces.len();
             self.plan_piece(&sentence.text, prompt, lengths, config, seed, &mut pieces)?;
-            if pieces.len() > first {
-                if let Some(last) = pieces.last_mut() {
-                    last.pause = if sentence.ends_paragraph {
-                        config.paragraph_pause
-                    } else {
-                        config.sentence_pause
-                    };
-                }
+            if pieces.len() > first
+                && let Some(last) = pieces.last_mut()
+            {
+                last.pause = if sentence.ends_paragraph {
+                    config.paragraph_pause
+                } else {
+                    config.sentence_pause
+                };
             }
         }
         if let Some(last) = pieces.last_mut() {

@@ -229,6 +229,38 @@ impl Discriminators {
             .chain(self.scales.iter().map(|d| d.forward(wave.clone())))
             .collect()
     }
+
+    /// The discriminators' objective: LSGAN on `real` against `fake`, which is detached here
+    /// so that no gradient reaches the generator.
+    ///
+    /// # Shapes
+    /// - `real`, `fake`: `[batch, 1, samples]`; returns `[1]`
+    pub fn discriminator_loss(&self, real: Tensor<3>, fake: Tensor<3>) -> Tensor<1> {
+        let logits = |wave: Tensor<3>| -> Vec<Tensor<2>> {
+            self.forward(wave).into_iter().map(|o| o.logits).collect()
+        };
+        crate::losses::discriminator_loss(&logits(real), &logits(fake.detach()))
+    }
+
+    /// The generator's adversarial terms: `(LSGAN generator loss, feature matching)` of `fake`
+    /// against `real`.
+    ///
+    /// # Shapes
+    /// - `real`, `fake`: `[batch, 1, samples]`; returns two `[1]`
+    pub fn generator_losses(&self, real: Tensor<3>, fake: Tensor<3>) -> (Tensor<1>, Tensor<1>) {
+        let outs_real = self.forward(real);
+        let outs_fake = self.forward(fake);
+        let fake_logits: Vec<Tensor<2>> = outs_fake.iter().map(|o| o.logits.clone()).collect();
+        let (fm_real, fm_fake): (Vec<Tensor<2>>, Vec<Tensor<2>>) = outs_real
+            .into_iter()
+            .zip(outs_fake)
+            .flat_map(|(r, f)| r.features.into_iter().zip(f.features))
+            .unzip();
+        (
+            crate::losses::generator_adversarial_loss(&fake_logits),
+            crate::losses::feature_matching_loss(&fm_real, &fm_fake),
+        )
+    }
 }
 
 #[cfg(test)]

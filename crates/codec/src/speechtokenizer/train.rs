@@ -22,10 +22,7 @@ use voxspec_train::{BatchSource, Losses, Phase, TrainError, TrainTask};
 
 use super::discriminators::{Discriminators, DiscriminatorsConfig};
 use super::{SpeechTokenizer, SpeechTokenizerConfig};
-use crate::losses::{
-    MelLossConfig, MultiResolutionMelLoss, d_axis_distill_loss, discriminator_loss,
-    feature_matching_loss, generator_adversarial_loss, waveform_l1,
-};
+use crate::losses::{MelLossConfig, MultiResolutionMelLoss, d_axis_distill_loss, waveform_l1};
 use crate::quant::SplitMix64;
 
 /// Loss weights and data settings of codec training.
@@ -318,13 +315,7 @@ impl TrainTask for CodecTrainTask {
                     reason: "discriminator phase without discriminators".into(),
                 }));
             };
-            let d_real: Vec<Tensor<2>> = disc.forward(real).into_iter().map(|o| o.logits).collect();
-            let d_fake: Vec<Tensor<2>> = disc
-                .forward(fake.detach())
-                .into_iter()
-                .map(|o| o.logits)
-                .collect();
-            let loss = discriminator_loss(&d_real, &d_fake);
+            let loss = disc.discriminator_loss(real, fake);
             return Ok(Losses {
                 total: loss.clone(),
                 terms: vec![("disc".to_string(), loss)],
@@ -349,16 +340,7 @@ impl TrainTask for CodecTrainTask {
             terms.push(("distill".to_string(), distill));
         }
         if let Some(disc) = &model.discriminator {
-            let outs_real = disc.forward(real);
-            let outs_fake = disc.forward(fake);
-            let fake_logits: Vec<Tensor<2>> = outs_fake.iter().map(|o| o.logits.clone()).collect();
-            let (fm_real, fm_fake): (Vec<Tensor<2>>, Vec<Tensor<2>>) = outs_real
-                .into_iter()
-                .zip(outs_fake)
-                .flat_map(|(r, f)| r.features.into_iter().zip(f.features))
-                .unzip();
-            let adv = generator_adversarial_loss(&fake_logits);
-            let fm = feature_matching_loss(&fm_real, &fm_fake);
+            let (adv, fm) = disc.generator_losses(real, fake);
             total = total
                 + adv.clone().mul_scalar(c.adversarial_weight)
                 + fm.clone().mul_scalar(c.feature_weight);

@@ -36,9 +36,7 @@ use voxspec_train::{
 };
 
 use crate::error::VocoderError;
-use crate::losses::{
-    discriminator_loss, feature_matching_loss, gan_phases, generator_adversarial_loss,
-};
+use crate::losses::gan_phases;
 use crate::speechtokenizer::{Discriminators, DiscriminatorsConfig};
 use crate::vocoder::model::{Vocos, VocosConfig};
 use crate::vocoder::stft::TensorStft;
@@ -491,13 +489,7 @@ impl TrainTask for VocoderTask {
                 .generator
                 .forward(batch.log_mel.clone(), &k.istft)
                 .map_err(TrainError::task)?;
-            let d_real: Vec<Tensor<2>> = disc.forward(real).into_iter().map(|o| o.logits).collect();
-            let d_fake: Vec<Tensor<2>> = disc
-                .forward(channel(fake).detach())
-                .into_iter()
-                .map(|o| o.logits)
-                .collect();
-            let loss = discriminator_loss(&d_real, &d_fake);
+            let loss = disc.discriminator_loss(real, channel(fake));
             return Ok(Losses {
                 total: loss.clone(),
                 terms: vec![("disc".into(), loss)],
@@ -513,16 +505,7 @@ impl TrainTask for VocoderTask {
             ("mel_l1".into(), mel),
         ];
         if let Some(disc) = &model.discriminator {
-            let outs_real = disc.forward(real);
-            let outs_fake = disc.forward(fake);
-            let fake_logits: Vec<Tensor<2>> = outs_fake.iter().map(|o| o.logits.clone()).collect();
-            let (fm_real, fm_fake): (Vec<Tensor<2>>, Vec<Tensor<2>>) = outs_real
-                .into_iter()
-                .zip(outs_fake)
-                .flat_map(|(r, f)| r.features.into_iter().zip(f.features))
-                .unzip();
-            let adv = generator_adversarial_loss(&fake_logits);
-            let fm = feature_matching_loss(&fm_real, &fm_fake);
+            let (adv, fm) = disc.generator_losses(real, fake);
             total = total
                 + adv
                     .clone()
