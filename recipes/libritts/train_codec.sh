@@ -22,6 +22,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."   # repository root
+. recipes/common.sh
 
 stage=0
 stop_stage=100
@@ -93,8 +94,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "[$(date +%H:%M:%S)] $*"; }
-
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
   corpus="$LIBRITTS_ROOT"
   exp="${exp:-exp/libritts}"
@@ -127,38 +126,18 @@ init_flag=(); [ -n "$init" ] && init_flag=(--init "$init")
 global=("${verbose[@]+"${verbose[@]}"}")
 [ -n "$threads" ] && global+=(--threads "$threads")
 
-log "Building voxspec (release)"
-cargo build --release --quiet --bin voxspec
-voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
+build_voxspec
 
-done_dir="$exp/.done"
-mkdir -p "$done_dir"
-
-# run_stage N NAME: true when stage N is in range and NAME is not finished (or forced).
-run_stage() {
-  local n="$1" name="$2"
-  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
-  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
-    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
-  done
-  if [ -f "$done_dir/$name.done" ]; then
-    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
-    return 1
-  fi
-  return 0
-}
-
-# resume_flag DIR: --resume when DIR holds checkpoints of an interrupted run.
-resume_flag() { compgen -G "$1/checkpoint-*" >/dev/null && echo --resume || true; }
+init_stages "$exp"
 
 if run_stage 0 prepare; then
   log "Stage 0 (prepare): $corpus → $exp/data"
   force=()
   for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
-  "$voxspec" "${global[@]+"${global[@]}"}" prepare --corpus "$corpus" --out "$exp/data" \
+  vx prepare --corpus "$corpus" --out "$exp/data" \
     --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
     "${force[@]+"${force[@]}"}"
-  touch "$done_dir/prepare.done"
+  finish_stage prepare
 fi
 
 if [ "$teacher" = phones ]; then
@@ -168,24 +147,24 @@ if [ "$teacher" = phones ]; then
     if [ "$aligned" -eq 0 ]; then
       log "Stage 1 (teacher): phone alignments by voxspec align → $exp/alignments"
       resume=(); compgen -G "$exp/alignments/aligner*/checkpoint-*" >/dev/null && resume=(--resume)
-      "$voxspec" "${global[@]+"${global[@]}"}" align --data "$exp/data" \
+      vx align --data "$exp/data" \
         --out "$exp/alignments" --steps "$align_steps" "${resume[@]+"${resume[@]}"}"
-      "$voxspec" "${global[@]+"${global[@]}"}" prepare --corpus "$corpus" --out "$exp/data" \
+      vx prepare --corpus "$corpus" --out "$exp/data" \
         --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" \
         --test-subsets "$test_subsets" --alignments "$exp/alignments" --force
     else
       log "Stage 1 (teacher): the manifests carry phone alignments ($aligned utterances)"
     fi
-    touch "$done_dir/teacher.done"
+    finish_stage teacher
   fi
 elif [ -n "$teacher" ]; then
   log "Stage 1 (teacher): using the CTC teacher $teacher"
 elif run_stage 1 teacher; then
   log "Stage 1 (teacher): CTC teacher ($ctc_preset), $ctc_steps steps → $exp/ctc"
   resume=$(resume_flag "$exp/ctc")
-  "$voxspec" "${global[@]+"${global[@]}"}" train ctc --data "$exp/data" --out "$exp/ctc" \
+  vx train ctc --data "$exp/data" --out "$exp/ctc" \
     --preset "$ctc_preset" --steps "$ctc_steps" ${resume:+"$resume"}
-  touch "$done_dir/teacher.done"
+  finish_stage teacher
 fi
 
 if run_stage 2 features; then
@@ -194,13 +173,13 @@ if run_stage 2 features; then
     # Phone codes as wide as the semantic dimension of the codec fine-tuned (if any).
     dim=$(grep -o '"semantic_dimension": *[0-9]*' "${init:-/dev/null}/config.json" 2>/dev/null |
       grep -o "[0-9]*$" || echo 144)
-    "$voxspec" "${global[@]+"${global[@]}"}" teacher phones --data "$exp/data" \
+    vx teacher phones --data "$exp/data" \
       --out "$exp/features" --dim "$dim"
   else
-    "$voxspec" "${global[@]+"${global[@]}"}" teacher extract --teacher "$ctc" \
+    vx teacher extract --teacher "$ctc" \
       --data "$exp/data" --out "$exp/features"
   fi
-  touch "$done_dir/features.done"
+  finish_stage features
 fi
 
 if run_stage 3 codec; then
@@ -208,27 +187,27 @@ if run_stage 3 codec; then
   resume=$(resume_flag "$exp/codec")
   # A fresh run starts from --init (if any); an interrupted one resumes its own checkpoint.
   start=("${init_flag[@]+"${init_flag[@]}"}"); [ -n "$resume" ] && start=("$resume")
-  "$voxspec" "${global[@]+"${global[@]}"}" codec train --data "$exp/data" \
+  vx codec train --data "$exp/data" \
     --teacher-features "$exp/features" --out "$exp/codec" --preset "$preset" \
     --steps "$codec_steps" --segment "$segment" --batch "$batch" \
     "${adversarial[@]+"${adversarial[@]}"}" "${start[@]+"${start[@]}"}"
-  touch "$done_dir/codec.done"
+  finish_stage codec
 fi
 
 if run_stage 4 extract; then
   log "Stage 4 (extract): codes of every split → $exp/tokens"
-  "$voxspec" "${global[@]+"${global[@]}"}" codec extract --codec "$exp/codec" \
+  vx codec extract --codec "$exp/codec" \
     --data "$exp/data" --out "$exp/tokens"
-  touch "$done_dir/extract.done"
+  finish_stage extract
 fi
 
 if run_stage 5 eval; then
   log "Stage 5 (eval): resynthesis quality on the test split, codec speed"
-  "$voxspec" "${global[@]+"${global[@]}"}" codec eval --codec "$exp/codec" --teacher "$ctc" \
+  vx codec eval --codec "$exp/codec" --teacher "$ctc" \
     --data "$exp/data" --split test --out "$exp/codec/eval.json"
-  "$voxspec" "${global[@]+"${global[@]}"}" bench codec --codec "$exp/codec" --data "$exp/data" \
+  vx bench codec --codec "$exp/codec" --data "$exp/data" \
     --seconds 10 --out "$exp/codec/bench.json"
-  touch "$done_dir/eval.done"
+  finish_stage eval
 fi
 
 log "Finished; codec in $exp/codec, tokens in $exp/tokens"

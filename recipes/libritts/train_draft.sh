@@ -13,6 +13,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."   # repository root
+. recipes/common.sh
 
 stage=0
 stop_stage=100
@@ -68,8 +69,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "[$(date +%H:%M:%S)] $*"; }
-
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
   exp="${exp:-exp/libritts}"; layers="${layers:-0,1,-6,-5,-4,-3,-2,-1}"; steps="${steps:-50000}"
 else
@@ -88,32 +87,27 @@ fi
 global=("${verbose[@]+"${verbose[@]}"}")
 [ -n "$threads" ] && global+=(--threads "$threads")
 
-log "Building voxspec (release)"
-cargo build --release --quiet --bin voxspec
-voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
+build_voxspec
 
-done_dir="$exp/.done"
-mkdir -p "$done_dir"
-for f in "${force_stages[@]+"${force_stages[@]}"}"; do rm -f "$done_dir/$f.done"; done
+init_stages "$exp"
 
-if [ 0 -ge "$stage" ] && [ 0 -le "$stop_stage" ] && [ ! -f "$done_dir/draft.done" ]; then
+if run_stage 0 draft; then
   log "Stage 0 (draft): layers $layers of $exp/ar, $steps steps → $exp/draft"
-  resume=(); compgen -G "$exp/draft/checkpoint-*" >/dev/null && resume=(--resume)
-  "$voxspec" "${global[@]+"${global[@]}"}" train draft --target "$exp/ar" --layers "$layers" \
+  vx train draft --target "$exp/ar" --layers "$layers" \
     --data "$exp/data" --tokens "$exp/tokens" --out "$exp/draft" --steps "$steps" \
-    --distill-weight "$distill_weight" "${resume[@]+"${resume[@]}"}"
-  touch "$done_dir/draft.done"
+    --distill-weight "$distill_weight" $(resume_flag "$exp/draft")
+  finish_stage draft
 fi
 codec="${codec:-checkpoints/codec-minitts}"
 teacher="${teacher:-checkpoints/ctc-minitts}"
-if [ 1 -ge "$stage" ] && [ 1 -le "$stop_stage" ] && [ ! -f "$done_dir/bench_speculative.done" ]; then
+if run_stage 1 bench_speculative; then
   if [ -f "$exp/nar/config.json" ] && [ -f "$codec/config.json" ]; then
     log "Stage 1 (bench): speculative decoders vs AR on $bench_utterances test sentences → $exp/bench-speculative"
     cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
-    "$voxspec" "${global[@]+"${global[@]}"}" bench decode --exp "$exp" --codec "$codec" \
+    vx bench decode --exp "$exp" --codec "$codec" \
       --data "$exp/data" --max-utterances "$bench_utterances" --heads 1 --draft "$exp/draft" \
       --self-spec --gammas 2,3,4 "${cer[@]}" --out "$exp/bench-speculative"
-    touch "$done_dir/bench_speculative.done"
+    finish_stage bench_speculative
   else
     log "Stage 1 (bench) skipped: needs $exp/nar (train_mtp.sh stage 5) and the codec $codec"
   fi

@@ -25,6 +25,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."   # repository root
+. recipes/common.sh
 
 stage=0
 stop_stage=100
@@ -139,8 +140,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "[$(date +%H:%M:%S)] $*"; }
-
 dev_subsets=dev-clean
 test_subsets=test-clean
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
@@ -182,26 +181,9 @@ global=("${verbose[@]}")
 [ -n "$threads" ] && global+=(--threads "$threads")
 [ -n "$device" ] && global+=(--device "$device")
 
-log "Building voxspec (release)"
-cargo build --release --quiet --bin voxspec ${CARGO_FEATURES:+--features "$CARGO_FEATURES"}
-voxspec=target/release/voxspec
+build_voxspec
 
-done_dir="$exp/.done"
-mkdir -p "$done_dir"
-
-# run_stage N NAME: true when stage N is in range and NAME is not finished (or forced).
-run_stage() {
-  local n="$1" name="$2"
-  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
-  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
-    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
-  done
-  if [ -f "$done_dir/$name.done" ]; then
-    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
-    return 1
-  fi
-  return 0
-}
+init_stages "$exp"
 
 missing=()
 
@@ -210,10 +192,10 @@ if run_stage 0 prepare; then
   force=()
   for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
   align=(); [ -n "$alignments" ] && align=(--alignments "$alignments")
-  "$voxspec" "${global[@]}" prepare --corpus "$corpus" --out "$exp/data" \
+  vx prepare --corpus "$corpus" --out "$exp/data" \
     --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
     "${align[@]+"${align[@]}"}" "${force[@]+"${force[@]}"}"
-  touch "$done_dir/prepare.done"
+  finish_stage prepare
 fi
 
 # Utterances of the manifests that carry a phone alignment (summary.json's "aligned" counts).
@@ -226,37 +208,37 @@ if [ "$tokenizer_kind" = phoneme ] && [ "$alignment" != off ] && run_stage 0 ali
   if [ "$(aligned_count)" -eq 0 ]; then
     log "Stage 0 (align): no phone alignments in $corpus: voxspec align → $exp/alignments"
     resume=(); compgen -G "$exp/alignments/aligner*/checkpoint-*" >/dev/null && resume=(--resume)
-    "$voxspec" "${global[@]}" align --data "$exp/data" --out "$exp/alignments" \
+    vx align --data "$exp/data" --out "$exp/alignments" \
       --steps "$align_steps" "${resume[@]+"${resume[@]}"}"
-    "$voxspec" "${global[@]}" prepare --corpus "$corpus" --out "$exp/data" \
+    vx prepare --corpus "$corpus" --out "$exp/data" \
       --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
       --alignments "$exp/alignments" --force
   else
     log "Stage 0 (align): the manifests carry alignments ($(aligned_count) utterances)"
   fi
-  touch "$done_dir/align.done"
+  finish_stage align
 fi
 
 if run_stage 1 tokenizer; then
   case "$tokenizer_kind" in
     phoneme)
       log "Stage 1 (tokenizer): phonemes (CMUdict + letter-to-sound) → $exp/data/tokenizer.json"
-      "$voxspec" "${global[@]}" tokenizer train --manifest "$exp/data/train.jsonl" \
+      vx tokenizer train --manifest "$exp/data/train.jsonl" \
         --out "$exp/data/tokenizer.json" --kind phoneme --force ;;
     bpe)
       log "Stage 1 (tokenizer): BPE, $vocab_size tokens → $exp/data/tokenizer.json"
-      "$voxspec" "${global[@]}" tokenizer train --manifest "$exp/data/train.jsonl" \
+      vx tokenizer train --manifest "$exp/data/train.jsonl" \
         --out "$exp/data/tokenizer.json" --kind bpe --vocab-size "$vocab_size" --force ;;
     *) echo "error: --tokenizer must be phoneme or bpe, not '$tokenizer_kind'" >&2; exit 2 ;;
   esac
-  touch "$done_dir/tokenizer.done"
+  finish_stage tokenizer
 fi
 
 tokens="$exp/tokens"
 if run_stage 2 extract; then
   if [ -f "$codec/config.json" ]; then
     log "Stage 2 (extract): codes of every split with $codec → $tokens"
-    "$voxspec" "${global[@]}" codec extract --codec "$codec" --data "$exp/data" --out "$tokens"
+    vx codec extract --codec "$codec" --data "$exp/data" --out "$tokens"
     # synthesize, serve and bench read the codec of an experiment from <exp>/codec.
     if [ "$(realpath "$codec")" != "$(realpath -m "$exp/codec")" ]; then
       if [ -L "$exp/codec" ] || [ ! -e "$exp/codec" ]; then
@@ -265,7 +247,7 @@ if run_stage 2 extract; then
         log "warning: $exp/codec is another codec than $codec; pass --codec $codec to synthesize"
       fi
     fi
-    touch "$done_dir/extract.done"
+    finish_stage extract
   else
     missing+=("2:extract (no codec model at $codec: train one with recipes/libritts/train_codec.sh or pass --codec)")
   fi
@@ -276,8 +258,8 @@ have_tokens() { compgen -G "$tokens/train-*.safetensors" >/dev/null; }
 if run_stage 3 transitions; then
   if have_tokens; then
     log "Stage 3 (transitions): stream-0 Q → $exp/transitions.safetensors"
-    "$voxspec" "${global[@]}" stats transitions --tokens "$tokens" --out "$exp/transitions.safetensors"
-    touch "$done_dir/transitions.done"
+    vx stats transitions --tokens "$tokens" --out "$exp/transitions.safetensors"
+    finish_stage transitions
   else
     missing+=("3:transitions (no codes in $tokens)")
   fi
@@ -288,9 +270,9 @@ if run_stage 4 train_ar; then
   if have_tokens; then
     log "Stage 4 (train_ar): AR model with $heads heads, $ar_steps steps → $exp/ar"
     resume=(); [ -d "$exp/ar" ] && compgen -G "$exp/ar/checkpoint-*" >/dev/null && resume=(--resume)
-    "$voxspec" "${global[@]}" train mtp "${lm_args[@]}" --heads "$heads" --steps "$ar_steps" \
+    vx train mtp "${lm_args[@]}" --heads "$heads" --steps "$ar_steps" \
       --alignment "$alignment" --out "$exp/ar" "${resume[@]+"${resume[@]}"}"
-    touch "$done_dir/train_ar.done"
+    finish_stage train_ar
   else
     missing+=("4:train_ar (no codes in $tokens)")
   fi
@@ -300,9 +282,9 @@ if run_stage 5 train_nar; then
   if have_tokens; then
     log "Stage 5 (train_nar): NAR model, $nar_steps steps → $exp/nar"
     resume=(); [ -d "$exp/nar" ] && compgen -G "$exp/nar/checkpoint-*" >/dev/null && resume=(--resume)
-    "$voxspec" "${global[@]}" train nar "${lm_args[@]}" --steps "$nar_steps" \
+    vx train nar "${lm_args[@]}" --steps "$nar_steps" \
       --alignment "$alignment" --out "$exp/nar" "${resume[@]+"${resume[@]}"}"
-    touch "$done_dir/train_nar.done"
+    finish_stage train_nar
   else
     missing+=("5:train_nar (no codes in $tokens)")
   fi
@@ -312,11 +294,11 @@ if run_stage 6 bench; then
   if [ -f "$exp/ar/model.safetensors" ] && [ -f "$exp/nar/model.safetensors" ] && [ -f "$codec/config.json" ]; then
     log "Stage 6 (bench): every decoder on $bench_utterances test sentences ($bench_engine) → $exp/bench"
     cer=(--no-cer); [ -f "$teacher/config.json" ] && cer=(--teacher "$teacher")
-    "$voxspec" "${global[@]}" bench decode --exp "$exp" --codec "$codec" --data "$exp/data" \
+    vx bench decode --exp "$exp" --codec "$codec" --data "$exp/data" \
       --max-utterances "$bench_utterances" --heads "$bench_heads" --top-k 3 \
       --self-spec --gammas 3 --betas 0,0.4 --group-sizes 4.5 "${cer[@]}" --out "$exp/bench" \
       --engine "$bench_engine" "${bench_baseline[@]+"${bench_baseline[@]}"}"
-    touch "$done_dir/bench.done"
+    finish_stage bench
   else
     missing+=("6:bench (needs the AR and NAR models and the codec)")
   fi
@@ -327,8 +309,8 @@ if run_stage 7 export; then
     log "Stage 7 (export): model card of $exp/ar → $exp/export"
     rm -rf "$exp/export"
     transitions=(); [ -f "$exp/transitions.safetensors" ] && transitions=(--transitions "$exp/transitions.safetensors")
-    "$voxspec" "${global[@]}" export --checkpoint "$exp/ar" --to "$exp/export" "${transitions[@]+"${transitions[@]}"}"
-    touch "$done_dir/export.done"
+    vx export --checkpoint "$exp/ar" --to "$exp/export" "${transitions[@]+"${transitions[@]}"}"
+    finish_stage export
   else
     missing+=("7:export (no AR model in $exp/ar)")
   fi

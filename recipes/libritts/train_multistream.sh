@@ -3,8 +3,8 @@
 #
 #   stage 0  codec      the SoCodec-style codec's data, teacher features, codec and tokens:
 #                       recipes/libritts/train_socodec.sh (OPQ, 4 streams at 120 ms, 256 tokens
-#                       per stream, the shipped vocoder) → <exp>/socodec/{data,features,socodec,
-#                       tokens}; with --codec DIR only its data, features and tokens. The
+#                       per stream; minitts: the shipped vocoder, kathleen: --vocoder or one
+#                       trained there) → <exp>/socodec/{data,features,socodec,tokens}; with --codec DIR only its data, features and tokens. The
 #                       training split is encoded on every 20 ms shift of the token grid
 #                       (--phase-shifts), six times the training frames
 #   stage 1  tokenizer  phonemes (CMUdict + letter-to-sound) → <exp>/socodec/data/tokenizer.json
@@ -24,14 +24,18 @@
 #                       first) in the same run → <exp>/bench; the MTP model → <exp>/bench-mtp;
 #                       the ablation → <exp>/bench-d<other>
 #
-# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Runs on the bundled corpus datasets/minitts (--corpus kathleen: the bundled real voice) unless
+# LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
 # reruns one. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."   # repository root
+. recipes/common.sh
 
 stage=0
+corpus_name=minitts
+vocoder=""
 stop_stage=100
 exp=""
 threads=""
@@ -47,7 +51,7 @@ mtp_heads=4
 mtp_steps=200
 ablation=1
 delay=0
-baseline_exp="exp/minitts"
+baseline_exp=""
 bench_utterances=60
 force_stages=()
 verbose=()
@@ -59,11 +63,14 @@ usage() {
 Usage: $0 [options]
   --stage N            first stage to run (default 0)
   --stop-stage N       last stage to run (default: all)
-  --exp DIR            experiment directory (default exp/multistream-minitts, or
+  --corpus NAME        bundled corpus: minitts (default) or kathleen (1.2 h of one real voice)
+  --exp DIR            experiment directory (default exp/multistream-<corpus>, or
                        exp/multistream-libritts)
   --threads N          worker threads (default: all cores)
   --codec DIR          a trained SoCodec-style codec to use instead of training one
   --codec-steps N      SoCodec training steps (default: train_socodec.sh's)
+  --vocoder DIR        vocoder behind the codec (default: minitts checkpoints/vocoder-minitts;
+                       kathleen: train_socodec.sh trains one)
   --frame-ms MS        the codec's frame shift (default $frame_ms; the paper's Table 1 also
                        has 40 with --streams 1, and 240 with --streams 8)
   --streams N          token streams of the codec (default $streams)
@@ -80,7 +87,7 @@ Usage: $0 [options]
   --mtp-steps N        training steps of its heads (default $mtp_steps: their dev loss is
                        lowest there on minitts)
   --baseline-exp DIR   train_mtp.sh experiment whose AR model runs beside (default
-                       $baseline_exp; skipped when it has no model)
+                       exp/<corpus>; skipped when it has no model)
   --bench-utterances N test sentences in the benchmark (default $bench_utterances)
   --force-stage NAME   rerun a finished stage (repeatable): codec, tokenizer, lm, ...
   -v                   more logging from voxspec
@@ -93,7 +100,9 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage="$2"; shift 2 ;;
     --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
+    --corpus) corpus_name="$2"; shift 2 ;;
     --exp) exp="$2"; shift 2 ;;
+    --vocoder) vocoder="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
     --codec-steps) codec_steps="$2"; shift 2 ;;
@@ -116,8 +125,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "[$(date +%H:%M:%S)] $*"; }
-
 case "$frame_ms" in
   ''|*[!0-9]*|0) echo "error: --frame-ms $frame_ms: expected a positive multiple of 20" >&2; exit 2 ;;
 esac
@@ -129,48 +136,40 @@ phase_shifts="${phase_shifts:-$((frame_ms / 20))}"
 
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
   exp="${exp:-exp/multistream-libritts}"
+  baseline_exp="${baseline_exp:-exp/libritts}"; vocoder="${vocoder:-checkpoints/vocoder-minitts}"
   steps="${steps:-100000}"; preset=base; batch=32
 else
-  exp="${exp:-exp/multistream-minitts}"
+  case "$corpus_name" in
+    minitts) vocoder="${vocoder:-checkpoints/vocoder-minitts}" ;;
+    kathleen) ;;
+    *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
+  esac
+  exp="${exp:-exp/multistream-$corpus_name}"
+  baseline_exp="${baseline_exp:-exp/$corpus_name}"
   steps="${steps:-1500}"; preset=small; batch=16
 fi
 
 global=("${verbose[@]}")
 [ -n "$threads" ] && global+=(--threads "$threads")
 
-log "Building voxspec (release)"
-cargo build --release --quiet --bin voxspec ${CARGO_FEATURES:+--features "$CARGO_FEATURES"}
-voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
-vx() { "$voxspec" "${global[@]}" "$@"; }
+build_voxspec
 
-done_dir="$exp/.done"
-mkdir -p "$done_dir"
-
-run_stage() {
-  local n="$1" name="$2"
-  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
-  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
-    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
-  done
-  if [ -f "$done_dir/$name.done" ]; then
-    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
-    return 1
-  fi
-  return 0
-}
-
-resume_flag() { compgen -G "$1/checkpoint-*" >/dev/null && echo --resume || true; }
+init_stages "$exp"
 
 so="$exp/socodec"
 data="$so/data"
 tokens="$so/tokens"
 codec_dir="${codec:-$so/socodec}"
+# kathleen without --vocoder: the one train_socodec.sh trains in stage 0.
+vocoder_given="$vocoder"
+vocoder="${vocoder:-$so/vocoder}"
 
 if run_stage 0 codec; then
-  socodec_args=(--exp "$so" --vocoder checkpoints/vocoder-minitts --sub-codebook 16
+  socodec_args=(--exp "$so" --corpus "$corpus_name" --sub-codebook 16
     --frame-ms "$frame_ms" --streams "$streams" --phase-shifts "$phase_shifts"
     "${verbose[@]+"${verbose[@]}"}")
   [ -n "$threads" ] && socodec_args+=(--threads "$threads")
+  [ -n "$vocoder_given" ] && socodec_args+=(--vocoder "$vocoder_given")
   [ -n "$codec_steps" ] && socodec_args+=(--steps "$codec_steps")
   if [ -n "$codec" ]; then
     log "Stage 0 (codec): data and teacher features → $so; tokens of $codec → $tokens"
@@ -181,14 +180,14 @@ if run_stage 0 codec; then
     log "Stage 0 (codec): recipes/libritts/train_socodec.sh → $so"
     recipes/libritts/train_socodec.sh "${socodec_args[@]}" --stop-stage 4
   fi
-  touch "$done_dir/codec.done"
+  finish_stage codec
 fi
 
 if run_stage 1 tokenizer; then
   log "Stage 1 (tokenizer): phonemes → $data/tokenizer.json"
   vx tokenizer train --manifest "$data/train.jsonl" --out "$data/tokenizer.json" \
     --kind phoneme --force
-  touch "$done_dir/tokenizer.done"
+  finish_stage tokenizer
 fi
 
 # train_lm OUT DELAY
@@ -206,13 +205,13 @@ other=0
 if run_stage 2 lm; then
   log "Stage 2 (lm): multi-stream LM, d = $delay, $steps steps → $exp/lm"
   train_lm "$exp/lm" "$delay"
-  touch "$done_dir/lm.done"
+  finish_stage lm
 fi
 
 if [ "$ablation" = 1 ] && run_stage 3 ablation; then
   log "Stage 3 (ablation): the same LM with d = $other → $exp/lm-d$other"
   train_lm "$exp/lm-d$other" "$other"
-  touch "$done_dir/ablation.done"
+  finish_stage ablation
 fi
 
 if [ "$mtp_heads" -gt 1 ] && run_stage 4 mtp; then
@@ -220,7 +219,7 @@ if [ "$mtp_heads" -gt 1 ] && run_stage 4 mtp; then
   vx train multistream --data "$data" --tokens "$tokens" --codec "$codec_dir" \
     --out "$exp/lm-mtp" --base "$exp/lm" --mtp-heads "$mtp_heads" --steps "$mtp_steps" \
     --batch "$batch" --valid-every 100 --checkpoint-every 100 $(resume_flag "$exp/lm-mtp")
-  touch "$done_dir/mtp.done"
+  finish_stage mtp
 fi
 
 if run_stage 5 draft; then
@@ -228,7 +227,7 @@ if run_stage 5 draft; then
   vx train multistream --data "$data" --tokens "$tokens" --codec "$codec_dir" \
     --out "$exp/draft" --target "$exp/lm" --layers 0 --steps "$steps" --batch "$batch" \
     --valid-every 100 --checkpoint-every 100 $(resume_flag "$exp/draft")
-  touch "$done_dir/draft.done"
+  finish_stage draft
 fi
 
 if run_stage 6 bench; then
@@ -242,6 +241,7 @@ if run_stage 6 bench; then
   bench() { # MODEL OUT [args...]
     local model="$1" out="$2"; shift 2
     vx bench multistream --model "$model" --reference "$reference" --data "$data" \
+      --vocoder "$vocoder" \
       --split test --max-utterances "$bench_utterances" --temperature 0 --out "$out" "$@"
   }
   log "Stage 6 (bench): test split, voice of $reference → $exp/bench"
@@ -256,6 +256,6 @@ if run_stage 6 bench; then
   if [ -f "$exp/lm-d$other/config.json" ]; then
     bench "$exp/lm-d$other" "$exp/bench-d$other"
   fi
-  touch "$done_dir/bench.done"
+  finish_stage bench
 fi
 log "Done: $exp"

@@ -2,8 +2,9 @@
 # Train the SoCodec-style codec and the vocoder behind it, and extract its stream tokens.
 #
 #   stage 0  prepare   corpus → manifests (train/dev/test.jsonl + summary.json)
-#   stage 1  features  hidden states of the CTC teacher (--teacher, default the shipped
-#                      checkpoints/ctc-minitts) for every split → <exp>/features
+#   stage 1  features  hidden states of the CTC teacher (--teacher; minitts: the shipped
+#                      checkpoints/ctc-minitts; kathleen: one trained here on the corpus's
+#                      training split → <exp>/ctc) for every split → <exp>/features
 #   stage 2  socodec   SoCodec (OPQ, nested dropout, global embedding, mel decoder, mel
 #                      discriminator) → <exp>/socodec; with --compare-rq also an RQ codec
 #                      of the same size → <exp>/socodec-rq
@@ -16,15 +17,19 @@
 #                      <exp>/socodec/eval.json; with --compare-rq the RQ codec too and
 #                      <exp>/fig4-{mcd,cer,id}.png
 #
-# Runs on the bundled corpus datasets/minitts unless LIBRITTS_ROOT points at a LibriTTS tree.
+# Runs on the bundled corpus datasets/minitts (--corpus kathleen: the bundled real voice) unless
+# LIBRITTS_ROOT points at a LibriTTS tree.
 # Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun; --force-stage
 # reruns one. Training stages resume from their newest checkpoint when rerun after an
 # interruption. Everything the recipe does is a `voxspec` subcommand; see `voxspec --help`.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."   # repository root
+. recipes/common.sh
 
 stage=0
+corpus_name=minitts
+ctc_steps=1500
 stop_stage=100
 exp=""
 threads=""
@@ -35,7 +40,7 @@ streams=4
 frame_ms=120
 quantizer=opq
 sub_codebook=""
-teacher="checkpoints/ctc-minitts"
+teacher=""
 vocoder=""
 compare_rq=0
 phase_shifts=1
@@ -49,7 +54,8 @@ usage() {
 Usage: $0 [options]
   --stage N            first stage to run (default 0)
   --stop-stage N       last stage to run (default: all)
-  --exp DIR            experiment directory (default exp/socodec-minitts, or exp/socodec-libritts)
+  --corpus NAME        bundled corpus: minitts (default) or kathleen (1.2 h of one real voice)
+  --exp DIR            experiment directory (default exp/socodec-<corpus>, or exp/socodec-libritts)
   --threads N          worker threads (default: all cores)
   --steps N            SoCodec steps (default 1500 for minitts, 200000 for LibriTTS)
   --vocoder-steps N    vocoder steps (default 3000 for minitts, 500000 for LibriTTS)
@@ -59,7 +65,9 @@ Usage: $0 [options]
   --quantizer Q        opq (default), pq or rq
   --sub-codebook K     OPQ/PQ sub-codebook size: K² tokens per stream (default: the preset's
                        128; 16 gives 256 tokens, the size train_multistream.sh models)
-  --teacher DIR        CTC teacher whose hidden states the codec reads (default $teacher)
+  --teacher DIR        CTC teacher whose hidden states the codec reads (default: minitts
+                       checkpoints/ctc-minitts; kathleen <exp>/ctc, trained in stage 1)
+  --ctc-steps N        training steps of that kathleen teacher (default $ctc_steps)
   --vocoder DIR        use this trained vocoder instead of training one in stage 3
   --compare-rq         also train and evaluate an RQ codec (the paper's RQ vs OPQ figure)
   --phase-shifts N     stage 4 also encodes the training split on N-1 shifted token grids
@@ -77,6 +85,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --stage) stage="$2"; shift 2 ;;
     --stop-stage|--stop_stage) stop_stage="$2"; shift 2 ;;
+    --corpus) corpus_name="$2"; shift 2 ;;
     --exp) exp="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
@@ -87,6 +96,7 @@ while [ $# -gt 0 ]; do
     --quantizer) quantizer="$2"; shift 2 ;;
     --sub-codebook) sub_codebook="$2"; shift 2 ;;
     --teacher) teacher="$2"; shift 2 ;;
+    --ctc-steps) ctc_steps="$2"; shift 2 ;;
     --vocoder) vocoder="$2"; shift 2 ;;
     --compare-rq) compare_rq=1; shift ;;
     --phase-shifts) phase_shifts="$2"; shift 2 ;;
@@ -97,23 +107,31 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "[$(date +%H:%M:%S)] $*"; }
-
 if [ -n "${LIBRITTS_ROOT:-}" ]; then
   corpus="$LIBRITTS_ROOT"
   exp="${exp:-exp/socodec-libritts}"
   train_subsets="${TRAIN_SUBSETS:-train-clean-100}"
   steps="${steps:-200000}"; vocoder_steps="${vocoder_steps:-500000}"
   preset="${preset:-base}"; segment=4.8; batch=16
+  dev_subsets=dev-clean; test_subsets=test-clean
+  teacher="${teacher:-checkpoints/ctc-minitts}"
 else
-  corpus="datasets/minitts"
-  exp="${exp:-exp/socodec-minitts}"
-  train_subsets="train-clean-100"
+  case "$corpus_name" in
+    minitts) train_subsets=train-clean-100; dev_subsets=dev-clean; test_subsets=test-clean
+      teacher="${teacher:-checkpoints/ctc-minitts}" ;;
+    kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test ;;
+    *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
+  esac
+  corpus="datasets/$corpus_name"
+  exp="${exp:-exp/socodec-$corpus_name}"
+  teacher="${teacher:-$exp/ctc}"
   steps="${steps:-1500}"; vocoder_steps="${vocoder_steps:-3000}"
   preset="${preset:-small}"; segment=2.4; batch=8
 fi
 [ -d "$corpus" ] || { echo "error: corpus directory '$corpus' not found" >&2; exit 1; }
-[ -f "$teacher/config.json" ] || {
+train_teacher=0
+[ "$teacher" = "$exp/ctc" ] && train_teacher=1
+[ "$train_teacher" = 1 ] || [ -f "$teacher/config.json" ] || {
   echo "error: no CTC teacher in '$teacher' (train one with recipes/libritts/train_codec.sh --stop-stage 1)" >&2
   exit 1
 }
@@ -121,31 +139,10 @@ fi
 global=("${verbose[@]+"${verbose[@]}"}")
 [ -n "$threads" ] && global+=(--threads "$threads")
 
-log "Building voxspec (release)"
-cargo build --release --quiet --bin voxspec
-voxspec="${CARGO_TARGET_DIR:-target}/release/voxspec"
+build_voxspec
 
-done_dir="$exp/.done"
-mkdir -p "$done_dir"
+init_stages "$exp"
 
-# run_stage N NAME: true when stage N is in range and NAME is not finished (or forced).
-run_stage() {
-  local n="$1" name="$2"
-  [ "$n" -ge "$stage" ] && [ "$n" -le "$stop_stage" ] || return 1
-  for f in "${force_stages[@]+"${force_stages[@]}"}"; do
-    [ "$f" = "$name" ] && { rm -f "$done_dir/$name.done"; return 0; }
-  done
-  if [ -f "$done_dir/$name.done" ]; then
-    log "Stage $n ($name): done before, skipping ($done_dir/$name.done)"
-    return 1
-  fi
-  return 0
-}
-
-# resume_flag DIR: --resume when DIR holds checkpoints of an interrupted run.
-resume_flag() { compgen -G "$1/checkpoint-*" >/dev/null && echo --resume || true; }
-
-vx() { "$voxspec" "${global[@]+"${global[@]}"}" "$@"; }
 
 # train_socodec OUT QUANTIZER
 train_socodec() {
@@ -163,15 +160,22 @@ if run_stage 0 prepare; then
   force=()
   for f in "${force_stages[@]+"${force_stages[@]}"}"; do [ "$f" = prepare ] && force=(--force); done
   vx prepare --corpus "$corpus" --out "$exp/data" \
-    --train-subsets "$train_subsets" --dev-subsets dev-clean --test-subsets test-clean \
+    --train-subsets "$train_subsets" --dev-subsets "$dev_subsets" --test-subsets "$test_subsets" \
     "${force[@]+"${force[@]}"}"
-  touch "$done_dir/prepare.done"
+  finish_stage prepare
+fi
+
+if [ "$train_teacher" = 1 ] && run_stage 1 teacher; then
+  log "Stage 1 (teacher): CTC teacher on $exp/data, $ctc_steps steps → $teacher"
+  vx train ctc --data "$exp/data" --out "$teacher" --preset small --steps "$ctc_steps" \
+    --checkpoint-every 250 --valid-every 250 $(resume_flag "$teacher")
+  finish_stage teacher
 fi
 
 if run_stage 1 features; then
   log "Stage 1 (features): hidden states of $teacher for every split → $exp/features"
   vx teacher extract --teacher "$teacher" --data "$exp/data" --out "$exp/features"
-  touch "$done_dir/features.done"
+  finish_stage features
 fi
 
 if run_stage 2 socodec; then
@@ -181,7 +185,7 @@ if run_stage 2 socodec; then
     log "Stage 2 (socodec): RQ of the same size for the comparison → $exp/socodec-rq"
     train_socodec "$exp/socodec-rq" rq
   fi
-  touch "$done_dir/socodec.done"
+  finish_stage socodec
 fi
 
 if [ -z "$vocoder" ]; then
@@ -191,7 +195,7 @@ if [ -z "$vocoder" ]; then
     resume=$(resume_flag "$vocoder")
     vx vocoder train --data "$exp/data" --out "$vocoder" --preset hop160 \
       --steps "$vocoder_steps" ${resume:+"$resume"}
-    touch "$done_dir/vocoder.done"
+    finish_stage vocoder
   fi
 else
   log "Stage 3 (vocoder): using $vocoder"
@@ -201,7 +205,7 @@ if run_stage 4 extract; then
   log "Stage 4 (extract): stream tokens of every split → $exp/tokens"
   vx codec extract --codec "$exp/socodec" --teacher-features "$exp/features" \
     --data "$exp/data" --out "$exp/tokens" --phase-shifts "$phase_shifts"
-  touch "$done_dir/extract.done"
+  finish_stage extract
 fi
 
 if run_stage 5 eval; then
@@ -215,7 +219,7 @@ if run_stage 5 eval; then
     reports+=(--report "$exp/socodec-rq/eval.json")
   fi
   vx codec plot-streams "${reports[@]}" --out "$exp/fig4"
-  touch "$done_dir/eval.done"
+  finish_stage eval
 fi
 
 log "Finished; codec in $exp/socodec, vocoder in $vocoder, tokens in $exp/tokens"

@@ -1,7 +1,8 @@
 //! `voxspec bench multistream`: the delayed multi-stream LM's frame decoders on a split's
 //! sentences in one run — LM real-time factor, time per frame, frames per target forward,
 //! acceptance — and the quality of the audio by the CTC teacher (CER, forced-choice sentence
-//! identification); optionally the single-stream AR model of the main job on the same
+//! identification) and, when it is set up, the independent recogniser (WER, forced choice);
+//! optionally the single-stream AR model of the main job on the same
 //! sentences in the same run, so the LM real-time factors compare.
 
 use std::path::{Path, PathBuf};
@@ -12,7 +13,8 @@ use serde::Serialize;
 use voxspec_infer::{AcceptanceRule, SpeculativeConfig};
 use voxspec_teacher::{CtcTeacher, ErrorCounts};
 use voxspec_tts::{
-    BenchSettings, DecoderParts, DecoderSpec, EngineKind, Judge, Pipeline, run_decode_bench,
+    AsrScore, BenchSettings, DecoderParts, DecoderSpec, EngineKind, Judge, Pipeline,
+    row_dir_name, run_decode_bench,
 };
 
 use crate::progress::Bar;
@@ -88,7 +90,10 @@ pub struct MultiStreamBenchArgs {
     seed: u64,
     #[command(flatten)]
     sampling: SamplingArgs,
-    /// Output directory: bench-multistream.json and bench-multistream.md.
+    #[command(flatten)]
+    asr: crate::asr_judge::AsrArgs,
+    /// Output directory: bench-multistream.json and bench-multistream.md (and, for the
+    /// independent recogniser, the clips under audio/<row>/).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
 }
@@ -112,6 +117,8 @@ struct MsRow {
     speedup_vs_frame_ar: f64,
     cer: Option<f64>,
     forced_choice: Option<f64>,
+    /// The independent recogniser on the same clips.
+    asr: Option<AsrScore>,
     #[serde(skip)]
     drafted: usize,
     #[serde(skip)]
@@ -202,6 +209,20 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         })
         .collect();
     let rate = pipeline.sample_rate();
+    let asr = args.asr.judge()?;
+    let audio_dir = args.out.join("audio");
+    let row_dirs: Vec<Option<PathBuf>> = rows
+        .iter()
+        .map(|r| -> anyhow::Result<Option<PathBuf>> {
+            if asr.is_none() {
+                return Ok(None);
+            }
+            let dir = audio_dir.join(row_dir_name(&r.decoder));
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("creating {}", dir.display()))?;
+            Ok(Some(dir))
+        })
+        .collect::<anyhow::Result<_>>()?;
     let bar = Bar::with_len(
         (utterances.len() * decoders.len()) as u64,
         "utterances × decoders",
@@ -214,7 +235,7 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         let start = std::time::Instant::now();
         let (durations, max_frames) = pipeline.plan(&text)?;
         let plan_seconds = start.elapsed().as_secs_f64();
-        for (row, decoder) in rows.iter_mut().zip(&decoders) {
+        for ((row, decoder), dir) in rows.iter_mut().zip(&decoders).zip(&row_dirs) {
             let start = std::time::Instant::now();
             let g = pipeline.generate(
                 decoder,
@@ -227,6 +248,9 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
             )?;
             row.lm_seconds += plan_seconds + start.elapsed().as_secs_f64();
             let samples = pipeline.render(&g.frames, &voice)?;
+            if let Some(dir) = dir {
+                save_clip(dir, &u.id, &u.text, &samples, rate)?;
+            }
             row.utterances += 1;
             row.frames += g.frames.first().map_or(0, Vec::len);
             row.audio_seconds += samples.len() as f64 / f64::from(rate);
@@ -256,16 +280,47 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         row.forced_choice = Some(row.identified as f64 / row.utterances.max(1) as f64);
     }
     if let Some(exp) = &args.baseline_exp {
+        // Its own folder: its decoder is called "ar" like the multi-stream AR row.
+        let dir = asr.as_ref().map(|_| audio_dir.join("baseline"));
         rows.push(baseline_row(
             exp,
             &args,
             &utterances,
             &judge,
             &sampler,
+            dir,
             &device,
         )?);
     }
+    if let Some(asr) = &asr {
+        let candidates = audio_dir.join("candidates.txt");
+        crate::asr_judge::write_candidates(&candidates, all.iter().map(|u| u.text.as_str()))?;
+        let total = rows.len();
+        for (i, row) in rows.iter_mut().enumerate() {
+            let mut name = row_dir_name(&row.decoder);
+            if row.system != "multistream" {
+                name = format!("baseline/{name}");
+            }
+            eprintln!("independent recogniser: row {}/{total} ({})", i + 1, row.decoder);
+            row.asr = Some(asr.score_dir(
+                &audio_dir.join(&name),
+                &candidates,
+                &audio_dir.join(format!("{name}.asr.json")),
+                rayon::current_num_threads(),
+            )?);
+        }
+    }
     write_report(&args, &rows, judge.candidates(), judge.chance())
+}
+
+/// Keeps one clip and its transcript for the independent recogniser (`<id>.wav`, `<id>.txt`).
+fn save_clip(dir: &Path, id: &str, text: &str, samples: &[f32], rate: u32) -> anyhow::Result<()> {
+    let wav = dir.join(format!("{id}.wav"));
+    let audio = voxspec_audio::Audio::new(samples.to_vec(), rate);
+    voxspec_audio::write_wav(&wav, &audio, voxspec_audio::WavFormat::Pcm16)
+        .with_context(|| format!("writing {}", wav.display()))?;
+    let txt = dir.join(format!("{id}.txt"));
+    std::fs::write(&txt, text).with_context(|| format!("writing {}", txt.display()))
 }
 
 fn bar_inc(bar: &Bar) {
@@ -279,6 +334,7 @@ fn baseline_row(
     utterances: &[voxspec_data::Utterance],
     judge: &Judge<'_>,
     sampler: &voxspec_infer::SamplerConfig,
+    audio_dir: Option<PathBuf>,
     device: &burn::tensor::Device,
 ) -> anyhow::Result<MsRow> {
     let models = ModelArgs {
@@ -303,7 +359,7 @@ fn baseline_row(
         },
         lengths: lengths.lengths(),
         seed: args.seed,
-        audio_dir: None,
+        audio_dir,
     };
     let report = run_decode_bench(
         &pipeline,
@@ -369,11 +425,11 @@ fn write_report(
         .with_context(|| format!("writing {}", path.display()))?;
     let mut md = String::from(
         "| system | decoder | LM RTF | ms/frame | speedup | frames/forward | acceptance | CER (%) | \
-         ID (%) |\n|---|---|---|---|---|---|---|---|---|\n",
+         ID (%) | WER, ASR (%) | ID, ASR (%) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         md.push_str(&format!(
-            "| {} | {} | {:.3} | {:.2} | {} | {:.2} | {} | {} | {} |\n",
+            "| {} | {} | {:.3} | {:.2} | {} | {:.2} | {} | {} | {} | {} | {} |\n",
             r.system,
             r.decoder,
             r.lm_rtf,
@@ -388,6 +444,14 @@ fn write_report(
             r.cer.map_or("—".into(), |c| format!("{:.1}", 100.0 * c)),
             r.forced_choice
                 .map_or("—".into(), |c| format!("{:.1}", 100.0 * c)),
+            r.asr
+                .as_ref()
+                .map_or("—".into(), |a| format!("{:.1}", 100.0 * a.wer)),
+            r.asr.as_ref().map_or("—".into(), |a| format!(
+                "{:.1} ± {:.1}",
+                100.0 * a.forced_choice,
+                100.0 * a.forced_choice_se
+            )),
         ));
     }
     md.push_str(&format!(
