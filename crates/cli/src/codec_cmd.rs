@@ -121,6 +121,11 @@ pub struct TrainArgs {
     /// match --teacher-features.
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub(crate) init: Option<PathBuf>,
+    /// With --init: train the decoder only. The encoder and the codebooks stay as they are, so
+    /// the codes (and every language model trained on them) keep their meaning while the audio
+    /// made from them improves.
+    #[arg(long, requires = "init")]
+    pub(crate) decoder_only: bool,
     /// Codec family: the SpeechTokenizer-style waveform codec, or SoCodec (teacher features →
     /// ordered token streams → log-mel; needs --teacher-features and, to make audio, a vocoder).
     #[arg(long, value_enum, default_value = "speechtokenizer")]
@@ -246,6 +251,10 @@ pub struct ExtractArgs {
 pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
     match cmd {
         CodecCommand::Train(args) if args.kind == CodecKind::Socodec => {
+            anyhow::ensure!(
+                !args.decoder_only,
+                "--decoder-only is for the SpeechTokenizer-style codec, not --kind socodec"
+            );
             crate::socodec_cmd::train(args)
         }
         CodecCommand::Train(args) => train(args),
@@ -418,7 +427,8 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             .with_segment_samples(segment_frames * hop)
             .with_batch_size(args.train.batch)
             .with_data_seed(args.train.seed)
-            .with_adversarial(args.adversarial.then(DiscriminatorsConfig::new));
+            .with_adversarial(args.adversarial.then(DiscriminatorsConfig::new))
+            .with_decoder_only(args.decoder_only);
         let run = RunFile {
             preset: args.preset,
             teacher_features: args.teacher_features.clone(),
@@ -485,7 +495,11 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         println!("starting from the codec {}", dir.display());
         task = task.with_init(dir.join(voxspec_train::weights::WEIGHTS_FILE));
     }
-    let config = args.train.config(5.0);
+    let mut config = args.train.config(5.0);
+    config.freeze = task.freeze_patterns();
+    if !config.freeze.is_empty() {
+        println!("training the decoder only: the encoder and the codebooks stay frozen");
+    }
     let stop = Arc::new(AtomicBool::new(false));
     install_ctrl_c(stop.clone())?;
     let trainer = Trainer::new(config, task, &args.out, &device).with_stop_flag(stop);

@@ -58,7 +58,16 @@ fn task(device: &Device) -> CodecTrainTask {
 }
 
 fn task_with(device: &Device, adversarial: Option<DiscriminatorsConfig>) -> CodecTrainTask {
-    let config = CodecTrainConfig::new()
+    task_from(device, config_with(adversarial))
+}
+
+fn task_from(device: &Device, config: CodecTrainConfig) -> CodecTrainTask {
+    let data = CodecData::new(utterances(), 256, 2, HOP, 1).unwrap();
+    CodecTrainTask::new(config, data, None, device).unwrap()
+}
+
+fn config_with(adversarial: Option<DiscriminatorsConfig>) -> CodecTrainConfig {
+    CodecTrainConfig::new()
         .with_adversarial(adversarial)
         .with_model(model_config())
         .with_mel(
@@ -70,9 +79,7 @@ fn task_with(device: &Device, adversarial: Option<DiscriminatorsConfig>) -> Code
                 .with_lambdas(vec![45.0, 1.0]),
         )
         .with_segment_samples(256)
-        .with_batch_size(2);
-    let data = CodecData::new(utterances(), 256, 2, HOP, 1).unwrap();
-    CodecTrainTask::new(config, data, None, device).unwrap()
+        .with_batch_size(2)
 }
 
 fn train_config(max_steps: usize) -> TrainConfig {
@@ -135,6 +142,59 @@ fn codec_trains_and_resumes_exactly() {
         snapshot(&resumed.model.generator),
         snapshot(&out.model.generator)
     );
+}
+
+/// Decoder-only fine-tuning: the decoder moves, the encoder and every codebook (weights and
+/// EMA statistics) stay bit-identical, so the codes of any input are unchanged.
+#[test]
+fn decoder_only_training_keeps_the_codes() {
+    let _guard = serial();
+    let device = Device::flex().autodiff();
+    // A trained start: 2 steps of full training (codebooks k-means-initialised).
+    let start = tempfile::tempdir().unwrap();
+    let base = Trainer::new(train_config(2), task(&device), start.path(), &device)
+        .run(&mut ())
+        .unwrap()
+        .model
+        .generator;
+    let weights = start.path().join("start.safetensors");
+    voxspec_train::save_weights(&base, &weights).unwrap();
+
+    let tune = |decoder_only: bool| {
+        let t = task_from(&device, config_with(None).with_decoder_only(decoder_only))
+            .with_init(weights.clone());
+        let freeze = t.freeze_patterns();
+        assert_eq!(freeze.is_empty(), !decoder_only);
+        let dir = tempfile::tempdir().unwrap();
+        let config = TrainConfig {
+            freeze,
+            ..train_config(3)
+        };
+        Trainer::new(config, t, dir.path(), &device)
+            .run(&mut ())
+            .unwrap()
+            .model
+            .generator
+    };
+    let before = snapshot(&base);
+    let tuned = snapshot(&tune(true));
+    assert_eq!(tuned[0], before[0], "encoder changed");
+    assert_ne!(tuned[1], before[1], "decoder did not train");
+    assert_eq!(tuned[2..], before[2..], "codebooks changed");
+    // The same run without the flag moves the encoder and the codebooks: the check can fail.
+    let full = snapshot(&tune(false));
+    assert_ne!(full[0], before[0]);
+    assert_ne!(full[3..], before[3..]);
+
+    let wave = Tensor::<3>::from_data(
+        burn::tensor::TensorData::new(
+            (0..256).map(|n| 0.4 * (n as f32 * 0.07).sin()).collect::<Vec<f32>>(),
+            [1, 1, 256],
+        ),
+        &device,
+    );
+    let codes = |m: &SpeechTokenizer| values(m.encode(wave.clone(), 2).unwrap().float());
+    assert_eq!(codes(&tune(true)), codes(&base));
 }
 
 #[test]

@@ -61,6 +61,13 @@ pub struct CodecTrainConfig {
     /// Weight of the feature-matching term.
     #[config(default = 1.0)]
     pub feature_weight: f64,
+    /// Train the decoder only: the encoder, the semantic projection and the codebooks stay as
+    /// they start (pass [`CodecTrainTask::freeze_patterns`] to the loop; the codebooks' EMA
+    /// update is skipped), so every code the codec has ever produced keeps its meaning and the
+    /// language models trained on them stay valid. Meant with a warm start
+    /// ([`CodecTrainTask::with_init`]).
+    #[config(default = false)]
+    pub decoder_only: bool,
 }
 
 /// The trained model: the codec and, for adversarial training, its discriminators.
@@ -255,6 +262,19 @@ impl CodecTrainTask {
         self.init = Some(weights);
         self
     }
+
+    /// Parameter patterns for [`voxspec_train::TrainConfig::freeze`]: with
+    /// [`CodecTrainConfig::decoder_only`], everything of the codec but its decoder; otherwise
+    /// none.
+    pub fn freeze_patterns(&self) -> Vec<String> {
+        if !self.config.decoder_only {
+            return Vec::new();
+        }
+        ["encoder", "transform", "quantizer"]
+            .iter()
+            .map(|m| format!(r"^generator\.{m}\."))
+            .collect()
+    }
 }
 
 impl TrainTask for CodecTrainTask {
@@ -361,6 +381,9 @@ impl TrainTask for CodecTrainTask {
         step: usize,
         seed: u64,
     ) -> voxspec_train::Result<CodecGan> {
+        if self.config.decoder_only {
+            return Ok(model);
+        }
         let mut rng = SplitMix64::new(seed);
         for batch in batches {
             let (updated, reports) = model
