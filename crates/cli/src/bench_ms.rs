@@ -13,13 +13,13 @@ use serde::Serialize;
 use voxspec_infer::{AcceptanceRule, SpeculativeConfig};
 use voxspec_teacher::{CtcTeacher, ErrorCounts};
 use voxspec_tts::{
-    AsrScore, BenchSettings, DecoderParts, DecoderSpec, EngineKind, Judge, Pipeline,
+    AsrScore, BenchSettings, DecoderParts, DecoderSpec, EngineKind, Judge, MultiStreamDecoder,
+    MultiStreamDraft, MultiStreamPaths, MultiStreamPipeline, Pipeline, load_multistream_draft,
     row_dir_name, run_decode_bench,
 };
 
 use crate::progress::Bar;
 use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
-use crate::synth_ms::{MsDecoder, MsDraft, MsPipeline, load_draft};
 
 /// Multi-stream LM decoders side by side on a split's sentences (their transcripts as text).
 #[derive(Debug, Args)]
@@ -134,12 +134,13 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
     let mut sampler = args.sampling.config(1.0)?;
     sampler.repetition_penalty = args.repetition_penalty;
     sampler.validate()?;
-    let pipeline = MsPipeline::load(
-        &args.model,
-        args.codec.as_deref(),
-        &args.vocoder,
-        args.griffin_lim,
-        args.engine,
+    let pipeline = MultiStreamPipeline::load(
+        &MultiStreamPaths {
+            model: args.model.clone(),
+            codec: args.codec.clone(),
+            vocoder: (!args.griffin_lim).then(|| args.vocoder.clone()),
+            engine: args.engine,
+        },
         &device,
     )?;
     let voice = pipeline.voice(&args.reference)?;
@@ -155,8 +156,8 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
     let judge = Judge::new(&teacher, all.iter().map(|u| u.text.as_str()))
         .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
 
-    let draft: Option<MsDraft> = match &args.draft {
-        Some(dir) => Some(load_draft(dir, &pipeline, &device)?),
+    let draft: Option<MultiStreamDraft> = match &args.draft {
+        Some(dir) => Some(load_multistream_draft(dir, &pipeline, &device)?),
         None => None,
     };
     let pcg_rules = if args.pcg && draft.is_some() {
@@ -164,7 +165,7 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let mut decoders = vec![MsDecoder::Ar];
+    let mut decoders = vec![MultiStreamDecoder::Ar];
     if let Some(d) = &draft {
         for &gamma in &args.gammas {
             for &beta in &args.betas {
@@ -175,14 +176,14 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
                 };
                 let config = SpeculativeConfig::new(gamma, rule);
                 config.validate()?;
-                decoders.push(MsDecoder::Speculative {
+                decoders.push(MultiStreamDecoder::Speculative {
                     draft: d,
                     config,
                     stream_rules: None,
                 });
             }
             if args.pcg {
-                decoders.push(MsDecoder::Speculative {
+                decoders.push(MultiStreamDecoder::Speculative {
                     draft: d,
                     config: SpeculativeConfig::new(gamma, AcceptanceRule::Exact),
                     stream_rules: Some(pcg_rules.clone()),
@@ -197,8 +198,8 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         args.heads.clone()
     };
     for &h in &heads {
-        decoders.push(MsDecoder::Mtp(pipeline.mtp(h, None)?));
-        decoders.push(MsDecoder::Mtp(pipeline.mtp(h, Some(args.top_k))?));
+        decoders.push(MultiStreamDecoder::Mtp(pipeline.mtp(h, None)?));
+        decoders.push(MultiStreamDecoder::Mtp(pipeline.mtp(h, Some(args.top_k))?));
     }
     let mut rows: Vec<MsRow> = decoders
         .iter()
@@ -218,8 +219,7 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
                 return Ok(None);
             }
             let dir = audio_dir.join(row_dir_name(&r.decoder));
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             Ok(Some(dir))
         })
         .collect::<anyhow::Result<_>>()?;
@@ -233,7 +233,7 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
             .with_context(|| format!("utterance {}", u.id))?;
         // The duration predictor is part of the LM stage: its time counts in every row.
         let start = std::time::Instant::now();
-        let (durations, max_frames) = pipeline.plan(&text)?;
+        let (durations, max_frames) = pipeline.plan(&text, 1.0)?;
         let plan_seconds = start.elapsed().as_secs_f64();
         for ((row, decoder), dir) in rows.iter_mut().zip(&decoders).zip(&row_dirs) {
             let start = std::time::Instant::now();
@@ -301,7 +301,11 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
             if row.system != "multistream" {
                 name = format!("baseline/{name}");
             }
-            eprintln!("independent recogniser: row {}/{total} ({})", i + 1, row.decoder);
+            eprintln!(
+                "independent recogniser: row {}/{total} ({})",
+                i + 1,
+                row.decoder
+            );
             row.asr = Some(asr.score_dir(
                 &audio_dir.join(&name),
                 &candidates,

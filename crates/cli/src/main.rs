@@ -24,7 +24,7 @@ mod serve;
 mod socodec_cmd;
 mod stats;
 mod synth;
-mod synth_ms;
+mod synth_multistream;
 mod teacher_cmd;
 mod tokenizer;
 mod train_cmd;

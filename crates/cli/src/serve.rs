@@ -1,11 +1,12 @@
-//! `voxspec serve`: the speech server (`voxspec-serve`) on a trained experiment.
+//! `voxspec serve`: the speech server (`voxspec-serve`) on a trained experiment or a
+//! multi-stream LM.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
 use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
-use voxspec_tts::{DecoderParts, Pipeline};
+use voxspec_tts::{AnyPipeline, DecoderParts, ModelKind, ModelSource, MultiStreamPaths, Pipeline};
 
 use crate::synth::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
 
@@ -21,10 +22,30 @@ use crate::synth::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
 /// audio in chunks as they are made (see the Streaming options). Bad requests get a 4xx JSON
 /// error naming the field. Ctrl-C or SIGTERM stops accepting connections and finishes the
 /// requests in flight.
+///
+/// With a multi-stream LM as --model (`voxspec train multistream`), the server speaks with it,
+/// its SoCodec (--codec, default: the one it was trained on) and --vocoder, in the voice of
+/// --prompt; its decoders are ar, mtp and mtp-viterbi, each request is spoken whole and its
+/// audio sent as one chunk.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
     models: ModelArgs,
+    /// The recording whose voice requests that name none (`default`) get. A multi-stream LM
+    /// needs it (a recording, or a directory of recordings of one voice); a single-stream
+    /// experiment without it speaks with no voice prompt.
+    #[arg(long, value_name = "WAV")]
+    prompt: Option<PathBuf>,
+    /// Multi-stream LMs: the vocoder that turns the codec's log-mel into audio.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "checkpoints/vocoder-minitts"
+    )]
+    vocoder: PathBuf,
+    /// Multi-stream LMs: Griffin-Lim instead of the vocoder.
+    #[arg(long)]
+    griffin_lim: bool,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: String,
@@ -80,23 +101,65 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let device = crate::device::single()?;
     let paths = args.models.paths();
-    let pipeline = Pipeline::load(&paths, &device)?;
+    let kind = args
+        .models
+        .model
+        .as_deref()
+        .map_or(ModelKind::SingleStream, ModelKind::of_model_dir);
     let mut parts = DecoderParts::default();
-    if paths.transitions.is_file() {
-        parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
-    } else if args.decoder == "mtp-viterbi" {
-        bail!(
-            "--decoder mtp-viterbi needs the transition matrix {} (`voxspec stats transitions`), \
-             or choose another --decoder",
-            paths.transitions.display()
-        );
-    }
+    let source = match kind {
+        ModelKind::SingleStream => {
+            if paths.transitions.is_file() {
+                parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
+            } else if args.decoder == "mtp-viterbi" {
+                bail!(
+                    "--decoder mtp-viterbi needs the transition matrix {} (`voxspec stats \
+                     transitions`), or choose another --decoder",
+                    paths.transitions.display()
+                );
+            }
+            ModelSource::SingleStream(paths)
+        }
+        ModelKind::MultiStream => {
+            let reference = args.prompt.as_deref().with_context(|| {
+                format!(
+                    "{} is a multi-stream LM: it speaks with the voice of a reference \
+                     recording; pass --prompt <WAV> (or a directory of recordings of one voice)",
+                    paths.ar.display()
+                )
+            })?;
+            if !reference.exists() {
+                bail!(
+                    "--prompt {}: no such file or directory",
+                    reference.display()
+                );
+            }
+            if !args.griffin_lim && !args.vocoder.join("config.json").is_file() {
+                bail!(
+                    "--vocoder {}: no vocoder there (no config.json); train one with `voxspec \
+                     vocoder train`, or pass --griffin-lim",
+                    args.vocoder.display()
+                );
+            }
+            ModelSource::MultiStream(MultiStreamPaths {
+                model: paths.ar.clone(),
+                codec: args.models.codec.clone(),
+                vocoder: (!args.griffin_lim).then(|| args.vocoder.clone()),
+                engine: paths.engine,
+            })
+        }
+    };
+    let pipeline = AnyPipeline::load(&source, &device)?;
     let config = ServerConfig {
         defaults: Defaults {
             decoder: args.decoder.clone(),
             heads: args.heads,
             top_k: args.top_k,
-            sampler: args.sampling.config(0.0)?,
+            // Greedy for the MTP AR model, sampling (1) for multi-stream LMs, as `synthesize`.
+            sampler: args.sampling.config(match kind {
+                ModelKind::SingleStream => 0.0,
+                ModelKind::MultiStream => 1.0,
+            })?,
             max_input_chars: args.max_input_chars,
             max_batch: args.max_batch,
             batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
@@ -104,6 +167,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             chunk_frames: args.chunk_frames.max(1),
         },
         voices,
+        default_voice: args.prompt.clone(),
         max_body_bytes: args.max_body_bytes,
         max_voice_bytes: args.max_voice_bytes,
     };
@@ -118,7 +182,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("listening on {}", args.addr))?;
         eprintln!(
-            "serving on http://{} (POST /v1/audio/speech, GET /health, GET /metrics); Ctrl-C stops",
+            "serving a {} model on http://{} (POST /v1/audio/speech, GET /health, GET /metrics); \
+             Ctrl-C stops",
+            kind.name(),
             listener
                 .local_addr()
                 .map_or(args.addr.clone(), |a| a.to_string())

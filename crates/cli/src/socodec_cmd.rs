@@ -556,12 +556,24 @@ struct RowScore {
     mcd_db: f64,
     cer: f64,
     forced_choice: f64,
+    /// The independent recogniser (`tools/asr_judge.py`) on the same audio, when set up.
+    asr: Option<voxspec_tts::AsrScore>,
     #[serde(skip)]
     errors: ErrorCounts,
     #[serde(skip)]
     identified: usize,
     #[serde(skip)]
     mcd_sum: f64,
+}
+
+impl RowScore {
+    /// The folder of this row's audio under --save-audio (and the judge's scratch folder).
+    fn folder(&self) -> String {
+        self.streams.map_or_else(
+            || self.name.replace(['(', ')', ' '], "_"),
+            |b| format!("b{b}"),
+        )
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -601,6 +613,7 @@ pub(crate) fn eval(
         LengthNorm::default(),
     )
     .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
+    let set_texts: Vec<String> = utterances.iter().map(|u| u.text.clone()).collect();
     if let Some(n) = args.max_utts {
         utterances.truncate(n);
     }
@@ -628,6 +641,13 @@ pub(crate) fn eval(
             ..Default::default()
         })
         .collect();
+    let asr = args.asr.judge()?;
+    // The independent judge reads every clip with its transcript from a folder per row.
+    let judge_dir = asr.as_ref().map(|_| {
+        args.save_audio
+            .clone()
+            .unwrap_or_else(|| args.out.with_extension("audio"))
+    });
     let bar = Bar::with_len(utterances.len() as u64, "SoCodec eval");
     let mut seconds = 0.0;
     for u in &utterances {
@@ -651,12 +671,9 @@ pub(crate) fn eval(
             w.truncate(original.len());
             waves.push(w);
         }
-        if let Some(dir) = &args.save_audio {
+        if let Some(dir) = judge_dir.as_ref().or(args.save_audio.as_ref()) {
             for (row, w) in rows.iter().zip(&waves) {
-                let sub = dir.join(row.streams.map_or_else(
-                    || row.name.replace(['(', ')', ' '], "_"),
-                    |b| format!("b{b}"),
-                ));
+                let sub = dir.join(row.folder());
                 std::fs::create_dir_all(&sub)
                     .with_context(|| format!("creating {}", sub.display()))?;
                 voxspec_audio::write_wav(
@@ -664,6 +681,12 @@ pub(crate) fn eval(
                     &voxspec_audio::Audio::new(w.clone(), rate),
                     voxspec_audio::WavFormat::Pcm16,
                 )?;
+                if judge_dir.is_some() {
+                    voxspec_data::write_atomic(
+                        &sub.join(format!("{}.txt", u.id)),
+                        u.text.as_bytes(),
+                    )?;
+                }
             }
         }
         let own = set
@@ -686,6 +709,20 @@ pub(crate) fn eval(
         bar.inc(1);
     }
     bar.finish();
+    if let (Some(judge), Some(dir)) = (&asr, &judge_dir) {
+        let candidates = dir.join("candidates.txt");
+        crate::asr_judge::write_candidates(&candidates, set_texts.iter().map(String::as_str))?;
+        for row in &mut rows {
+            let name = row.folder();
+            eprintln!("independent recogniser: {}", row.name);
+            row.asr = Some(judge.score_dir(
+                &dir.join(&name),
+                &candidates,
+                &dir.join(format!("{name}.asr.json")),
+                rayon::current_num_threads(),
+            )?);
+        }
+    }
     let n = utterances.len() as f64;
     for row in &mut rows {
         row.cer = row.errors.rate();
@@ -699,16 +736,26 @@ pub(crate) fn eval(
         config.frame_ms,
         config.quantizer
     );
-    println!("| audio | MCD (dB) | CER (%) | ID (%) |");
-    println!("|---|---:|---:|---:|");
+    println!("| audio | MCD (dB) | CER (%) | ID (%) | WER, ASR (%) | ID, ASR (%) |");
+    println!("|---|---:|---:|---:|---:|---:|");
     for (i, row) in rows.iter().enumerate() {
         let mcd = if i == 0 {
             "–".to_string()
         } else {
             format!("{:.2}", row.mcd_db)
         };
+        let (wer, id) = row.asr.as_ref().map_or(("–".into(), "–".into()), |a| {
+            (
+                format!("{:.1}", 100.0 * a.wer),
+                format!(
+                    "{:.1} ± {:.1}",
+                    100.0 * a.forced_choice,
+                    100.0 * a.forced_choice_se
+                ),
+            )
+        });
         println!(
-            "| {} | {mcd} | {:.1} | {:.1} |",
+            "| {} | {mcd} | {:.1} | {:.1} | {wer} | {id} |",
             row.name,
             100.0 * row.cer,
             100.0 * row.forced_choice

@@ -11,8 +11,8 @@ use voxspec_data::sentences::split_sentences;
 use voxspec_data::{Utterance, read_manifest};
 use voxspec_infer::{Decoder, SamplerConfig, StopReason};
 use voxspec_tts::{
-    ArEngine, DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, LongForm, ModelPaths,
-    NarWindow, Pipeline, RuleSpec, SpeechItem, StreamConfig, VoicePrompt, load_draft,
+    ArEngine, DecoderParts, DecoderSpec, EngineKind, GroupsAt, Lengths, LongForm, ModelKind,
+    ModelPaths, NarWindow, Pipeline, RuleSpec, SpeechItem, StreamConfig, VoicePrompt, load_draft,
 };
 
 /// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
@@ -329,14 +329,14 @@ struct SynthesizedLine {
 
 pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.models.model
-        && crate::synth_ms::is_multistream(dir)
+        && ModelKind::of_model_dir(dir) == ModelKind::MultiStream
     {
         anyhow::ensure!(
             !args.join,
             "--join speaks a long text with a single-stream model; {} is a multi-stream LM",
             dir.display()
         );
-        return crate::synth_ms::synthesize(&args);
+        return crate::synth_multistream::synthesize(&args);
     }
     anyhow::ensure!(
         !args.join || args.text_file.is_some(),

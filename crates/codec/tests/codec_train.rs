@@ -188,7 +188,9 @@ fn decoder_only_training_keeps_the_codes() {
 
     let wave = Tensor::<3>::from_data(
         burn::tensor::TensorData::new(
-            (0..256).map(|n| 0.4 * (n as f32 * 0.07).sin()).collect::<Vec<f32>>(),
+            (0..256)
+                .map(|n| 0.4 * (n as f32 * 0.07).sin())
+                .collect::<Vec<f32>>(),
             [1, 1, 256],
         ),
         &device,

@@ -1,4 +1,7 @@
-//! voxspec-serve: speech over HTTP with an OpenAI-style endpoint, on the `voxspec-tts` pipeline.
+//! voxspec-serve: speech over HTTP with an OpenAI-style endpoint, on either `voxspec-tts`
+//! pipeline ([`voxspec_tts::AnyPipeline`]): a single-stream experiment (AR, NAR, codec) or a
+//! multi-stream LM (SoCodec, vocoder; it speaks with a reference's voice vector, so the server
+//! needs [`ServerConfig::default_voice`]).
 //!
 //! - `POST /v1/audio/speech` — body `{"input": "...", "voice": "default", "response_format":
 //!   "wav"|"pcm", "speed": 1.0}` as OpenAI's, plus `decoder` (`ar`, `mtp`, `mtp-viterbi`,
@@ -10,7 +13,8 @@
 //!   them.
 //! - `GET /` — a page: text box, voice and decoder pickers, play button, and the time to first
 //!   audio and real-time factor the browser measured.
-//! - `GET /health` — status, sample rate, voices.
+//! - `GET /health` — status, the model's kind (`single-stream` or `multistream`), sample
+//!   rate, the decoders requests can name, voices.
 //! - `GET /metrics` — Prometheus text: requests by outcome, queue depth, audio and synthesis
 //!   seconds, time to first audio, AR tokens and forwards.
 //!
@@ -19,9 +23,11 @@
 //! The requests admitted together run their AR stage as one batched decode per decoder and
 //! sampler (each keeps its own seed, so a request gets the same audio in a batch as alone); then
 //! each round advances every streamed sequence and the oldest whole one by a chunk (NAR and codec
-//! for its next frames), and a finished one leaves at once. `"stream": true` sends each chunk as it is made (chunked
-//! transfer; [`Defaults::stream`] sets the chunk sizes and the NAR's window). A panic in a
-//! synthesis answers its requests with a 500 and the server goes on.
+//! for its next frames), and a finished one leaves at once. `"stream": true` sends each chunk as
+//! it is made (chunked transfer; [`Defaults::stream`] sets the chunk sizes and the NAR's window).
+//! A multi-stream LM (decoders `ar`, `mtp`, `mtp-viterbi`) speaks each request whole, without a
+//! batched decode, and sends its audio as one chunk. A panic in a synthesis answers its requests
+//! with a 500 and the server goes on.
 
 #![warn(missing_docs)]
 

@@ -15,11 +15,12 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use voxspec_audio::{Audio, WavFormat, f32_to_i16, wav_bytes};
+use voxspec_tts::ModelKind;
 
 use crate::api::{ResponseFormat, SpeechRequest};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::worker::{Reply, Speech, Synthesizer};
+use crate::worker::{Reply, Speech, Synthesizer, decoder_names};
 
 /// What the handlers share.
 #[derive(Clone)]
@@ -30,6 +31,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Output sample rate (for `/health`).
     pub sample_rate: u32,
+    /// The pipeline's kind (for `/health` and the page's decoder picker).
+    pub kind: ModelKind,
 }
 
 /// The server's routes on `state`; speech request bodies above `max_body_bytes` and voice
@@ -100,14 +103,20 @@ async fn list_voices(State(state): State<AppState>) -> Json<Vec<String>> {
 #[derive(Serialize)]
 struct Health {
     status: &'static str,
+    /// `single-stream` or `multistream`.
+    kind: &'static str,
     sample_rate: u32,
+    /// The decoders requests can name.
+    decoders: &'static [&'static str],
     voices: Vec<String>,
 }
 
 async fn health(State(state): State<AppState>) -> Json<Health> {
     Json(Health {
         status: "ok",
+        kind: state.kind.name(),
         sample_rate: state.sample_rate,
+        decoders: decoder_names(state.kind),
         voices: state.synth.voice_names(),
     })
 }

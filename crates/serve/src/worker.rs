@@ -9,6 +9,10 @@
 //!   codec for its next frames) and is sent it at once, and so does the oldest whole one (whole
 //!   responses are finished in arrival order, interleaved with the streams' chunks).
 //!
+//! A multi-stream LM ([`AnyPipeline::MultiStream`]) has no batched decode and no chunked audio:
+//! each of its requests is spoken whole when admitted and its audio goes out as one chunk
+//! (streamed responses too).
+//!
 //! A request is checked against the loaded models before it runs, and a panic inside one
 //! synthesis is caught and answered with a 500, so it never takes the server down.
 
@@ -24,8 +28,8 @@ use axum::http::StatusCode;
 use tokio::sync::{mpsc as chunks, oneshot};
 use voxspec_infer::SamplerConfig;
 use voxspec_tts::{
-    DecoderParts, DecoderSpec, Lengths, NarWindow, Pipeline, RuleSpec, SpeechItem, SpeechStream,
-    StreamConfig, TtsError, VoicePrompt,
+    AnyPipeline, AnySpeech, AnySpeechStream, AnyVoice, DecoderParts, DecoderSpec, Lengths,
+    ModelKind, NarWindow, Pipeline, RuleSpec, SpeakSettings, SpeechItem, StreamConfig, TtsError,
 };
 
 use crate::api::SpeechRequest;
@@ -147,10 +151,12 @@ pub struct Synthesizer {
 /// What the worker owns (the voices apart: running sequences borrow the pipeline while an
 /// upload adds a voice).
 struct Worker {
-    pipeline: Pipeline,
+    pipeline: AnyPipeline,
     parts: DecoderParts,
     names: Arc<RwLock<Vec<String>>>,
     defaults: Defaults,
+    /// The voice of requests that name none (or `default`).
+    default_voice: Option<AnyVoice>,
 }
 
 /// Where a running sequence's audio goes.
@@ -161,7 +167,7 @@ enum Sink {
 
 /// A running sequence: its AR stage done, its audio being made chunk by chunk.
 struct Active<'p> {
-    stream: SpeechStream<'p>,
+    stream: AnySpeechStream<'p>,
     /// Taken when the sequence is answered.
     sink: Option<Sink>,
     /// The AR stage's figures (samples empty).
@@ -172,12 +178,15 @@ struct Active<'p> {
 }
 
 impl Synthesizer {
-    /// Starts the worker thread on `pipeline` with decoder `parts` (a transition matrix enables
-    /// `mtp-viterbi`) and the registered `voices`.
+    /// Starts the worker thread on `pipeline` (either kind) with decoder `parts` (for a
+    /// single-stream pipeline, a transition matrix enables `mtp-viterbi`), the registered
+    /// `voices` and the voice of requests that name none (`default_voice`; a multi-stream LM
+    /// answers those with a 400 without one).
     pub fn spawn(
-        pipeline: Pipeline,
+        pipeline: AnyPipeline,
         parts: DecoderParts,
-        voices: BTreeMap<String, VoicePrompt>,
+        voices: BTreeMap<String, AnyVoice>,
+        default_voice: Option<AnyVoice>,
         defaults: Defaults,
         metrics: Arc<Metrics>,
     ) -> Self {
@@ -188,6 +197,7 @@ impl Synthesizer {
             parts,
             names: names.clone(),
             defaults,
+            default_voice,
         };
         let m = metrics.clone();
         std::thread::Builder::new()
@@ -259,7 +269,7 @@ impl Synthesizer {
 impl Worker {
     fn run(
         self,
-        mut voices: BTreeMap<String, VoicePrompt>,
+        mut voices: BTreeMap<String, AnyVoice>,
         queue: mpsc::Receiver<Job>,
         metrics: &Metrics,
     ) {
@@ -332,7 +342,7 @@ impl Worker {
     /// Decodes and encodes an uploaded voice and registers it.
     fn add_voice(
         &self,
-        voices: &mut BTreeMap<String, VoicePrompt>,
+        voices: &mut BTreeMap<String, AnyVoice>,
         name: String,
         audio: Vec<u8>,
     ) -> Result<VoiceInfo, ApiError> {
@@ -346,7 +356,7 @@ impl Worker {
         let audio = voxspec_audio::load_bytes(audio, &label)
             .map_err(|e| ApiError::bad_request(format!("audio: {e}")))?;
         let prompt = catch_unwind(AssertUnwindSafe(|| {
-            self.pipeline.encode_voice(&audio, &label, None)
+            self.pipeline.encode_voice(&audio, &label)
         }))
         .map_err(|_| ApiError::internal("encoding the voice panicked"))?
         .map_err(|e| ApiError::bad_request(format!("audio: {e}")))?;
@@ -361,18 +371,117 @@ impl Worker {
         })
     }
 
-    /// Checks every request (answering the bad ones), runs the AR stage of the others in
-    /// batches of equal decoder and sampler, and returns them as running sequences.
+    /// Checks every request (answering the bad ones) and starts the others: on a single-stream
+    /// pipeline their AR stage runs in batches of equal decoder and sampler; a multi-stream LM
+    /// speaks each whole. Returns them as running sequences.
     fn start<'p>(
         &'p self,
-        voices: &BTreeMap<String, VoicePrompt>,
+        voices: &BTreeMap<String, AnyVoice>,
+        jobs: Vec<(SpeechRequest, Instant, SpeechReply)>,
+        metrics: &Metrics,
+    ) -> Vec<Active<'p>> {
+        match &self.pipeline {
+            AnyPipeline::SingleStream(pipeline) => {
+                self.start_batched(pipeline, voices, jobs, metrics)
+            }
+            AnyPipeline::MultiStream(_) => self.start_whole(voices, jobs, metrics),
+        }
+    }
+
+    /// [`Worker::start`] on a multi-stream LM: each request is spoken whole now; its audio is
+    /// one chunk.
+    fn start_whole<'p>(
+        &'p self,
+        voices: &BTreeMap<String, AnyVoice>,
+        jobs: Vec<(SpeechRequest, Instant, SpeechReply)>,
+        metrics: &Metrics,
+    ) -> Vec<Active<'p>> {
+        let mut started = Vec::new();
+        for (request, arrived, reply) in jobs {
+            let checked = match self.check(voices, &request) {
+                Ok(checked) => checked,
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                    continue;
+                }
+            };
+            let settings = SpeakSettings {
+                decoder: checked.plan.spec,
+                sampler: checked.plan.sampler,
+                lengths: Lengths {
+                    pace: checked.pace,
+                    ..Lengths::default()
+                },
+                seed: checked.seed,
+            };
+            let begin = Instant::now();
+            let result = guarded(|| {
+                self.pipeline
+                    .stream(
+                        &request.input,
+                        checked.voice,
+                        &settings,
+                        &self.parts,
+                        self.stream_config(request.stream),
+                    )
+                    .map_err(request_error)
+            });
+            metrics.record_batch(1, begin.elapsed().as_secs_f64());
+            match result {
+                Ok((stream, figures)) => {
+                    let speech = self.speech(figures, 1);
+                    started.extend(activate(stream, speech, request.stream, arrived, reply));
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            }
+        }
+        started
+    }
+
+    /// The figures of a response (its samples come later, chunk by chunk).
+    fn speech(&self, figures: AnySpeech, batch: usize) -> Speech {
+        Speech {
+            samples: Vec::new(),
+            sample_rate: self.pipeline.sample_rate(),
+            tokens: figures.tokens,
+            forwards: figures.forwards,
+            drafted: figures.drafted,
+            accepted: figures.accepted,
+            decoder: figures.decoder,
+            batch,
+        }
+    }
+
+    /// How a response's audio is cut: streamed ones by the server's stream settings, whole ones
+    /// with one NAR pass (their audio equals the unstreamed synthesis).
+    fn stream_config(&self, streamed: bool) -> StreamConfig {
+        if streamed {
+            self.defaults.stream
+        } else {
+            let frames = self.defaults.chunk_frames.max(1);
+            StreamConfig {
+                first_frames: frames,
+                chunk_frames: frames,
+                nar: NarWindow::Whole,
+            }
+        }
+    }
+
+    /// [`Worker::start`] on a single-stream pipeline: the AR stage of requests of equal decoder
+    /// and sampler in one batched decode.
+    fn start_batched<'p>(
+        &'p self,
+        pipeline: &'p Pipeline,
+        voices: &BTreeMap<String, AnyVoice>,
         jobs: Vec<(SpeechRequest, Instant, SpeechReply)>,
         metrics: &Metrics,
     ) -> Vec<Active<'p>> {
         type Member<'v> = (SpeechItem<'v>, bool, Instant, SpeechReply);
         let mut groups: Vec<(Plan, Vec<Member<'_>>)> = Vec::new();
         for (request, arrived, reply) in jobs {
-            match self.prepare(voices, &request) {
+            match self.prepare(pipeline, voices, &request) {
                 Ok((plan, item)) => {
                     let member = (item, request.stream, arrived, reply);
                     match groups.iter_mut().find(|(p, _)| *p == plan) {
@@ -389,7 +498,7 @@ impl Worker {
         for (plan, members) in groups {
             let begin = Instant::now();
             let items: Vec<(&SpeechItem<'_>, bool)> = members.iter().map(|m| (&m.0, m.1)).collect();
-            let result = guarded(|| self.run_ar(&plan, &items));
+            let result = guarded(|| self.run_ar(pipeline, &plan, &items));
             metrics.record_batch(members.len(), begin.elapsed().as_secs_f64());
             let streams = match result {
                 Ok(streams) => streams,
@@ -403,23 +512,7 @@ impl Worker {
             for ((stream, speech), (_, streamed, arrived, reply)) in
                 streams.into_iter().zip(members)
             {
-                let sink = if streamed {
-                    let (tx, rx) = chunks::unbounded_channel();
-                    if reply.send(Ok(Reply::Stream(speech.clone(), rx))).is_err() {
-                        continue; // the client has gone
-                    }
-                    Sink::Stream(tx)
-                } else {
-                    Sink::Whole(Vec::new(), reply)
-                };
-                started.push(Active {
-                    stream,
-                    sink: Some(sink),
-                    speech,
-                    arrived,
-                    first_audio: false,
-                    samples: 0,
-                });
+                started.extend(activate(stream, speech, streamed, arrived, reply));
             }
         }
         started
@@ -428,35 +521,25 @@ impl Worker {
     /// The AR stage of `items` (each with whether it is streamed) in one batched decode, and a
     /// stream of each one's audio.
     fn run_ar<'p>(
-        &'p self,
+        &self,
+        pipeline: &'p Pipeline,
         plan: &Plan,
         items: &[(&SpeechItem<'_>, bool)],
-    ) -> Result<Vec<(SpeechStream<'p>, Speech)>, ApiError> {
+    ) -> Result<Vec<(AnySpeechStream<'p>, Speech)>, ApiError> {
         let mut decoder = self
             .parts
-            .build(&plan.spec, &self.pipeline.lm)
+            .build(&plan.spec, &pipeline.lm)
             .map_err(|e| ApiError::bad_request(format!("decoder: {e}")))?;
         let requests: Vec<_> = items.iter().map(|(i, _)| i.request.clone()).collect();
         let generations = decoder
-            .generate(&self.pipeline.lm, &requests, &plan.sampler)
+            .generate(&pipeline.lm, &requests, &plan.sampler)
             .map_err(|e| ApiError::internal_chain(&TtsError::from(e)))?;
         items
             .iter()
             .zip(generations)
             .map(|(&(item, streamed), g)| {
-                let config = if streamed {
-                    self.defaults.stream
-                } else {
-                    // One NAR pass: the audio equals the unstreamed synthesis.
-                    let frames = self.defaults.chunk_frames.max(1);
-                    StreamConfig {
-                        first_frames: frames,
-                        chunk_frames: frames,
-                        nar: NarWindow::Whole,
-                    }
-                };
-                let stream = self
-                    .pipeline
+                let config = self.stream_config(streamed);
+                let stream = pipeline
                     .stream(
                         &item.text,
                         item.prompt,
@@ -465,9 +548,10 @@ impl Worker {
                         config,
                     )
                     .map_err(|e| ApiError::internal_chain(&e))?;
+                let stream = AnySpeechStream::SingleStream(stream);
                 let speech = Speech {
                     samples: Vec::new(),
-                    sample_rate: self.pipeline.sample_rate(),
+                    sample_rate: pipeline.sample_rate(),
                     tokens: g.tokens.len(),
                     forwards: g.stats.target_forwards,
                     drafted: g.stats.drafted,
@@ -545,36 +629,17 @@ impl Worker {
     /// The decoder of a request.
     fn spec(&self, request: &SpeechRequest) -> Result<DecoderSpec, ApiError> {
         let heads = request.heads.unwrap_or(self.defaults.heads);
-        if heads == 0 {
-            return Err(ApiError::bad_request("heads: must be at least 1"));
-        }
         let name = request.decoder.as_deref().unwrap_or(&self.defaults.decoder);
-        Ok(match name {
-            "ar" => DecoderSpec::Ar,
-            "mtp" => DecoderSpec::Mtp { heads },
-            "mtp-viterbi" => DecoderSpec::MtpViterbi {
-                heads,
-                top_k: self.defaults.top_k,
-            },
-            "self-spec" => DecoderSpec::SelfSpec {
-                rule: RuleSpec::Sd,
-                gamma: heads.saturating_sub(1).max(1),
-            },
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "decoder: unknown decoder {other:?} (ar, mtp, mtp-viterbi, self-spec)"
-                )));
-            }
-        })
+        decoder_spec(self.pipeline.kind(), name, heads, self.defaults.top_k)
     }
 
-    /// Checks `request` against the models and makes its AR request. The decoder is built once
-    /// per batch ([`Worker::run_batch`]); a spec it refuses answers that batch with a 400.
-    fn prepare<'v>(
-        &self,
-        voices: &'v BTreeMap<String, VoicePrompt>,
+    /// Checks `request` against the server's limits and voices: its decoder and sampler, its
+    /// voice (`default` or none: the server's default voice), pace and seed.
+    fn check<'a>(
+        &'a self,
+        voices: &'a BTreeMap<String, AnyVoice>,
         request: &SpeechRequest,
-    ) -> Result<(Plan, SpeechItem<'v>), ApiError> {
+    ) -> Result<Checked<'a>, ApiError> {
         let chars = request.input.chars().count();
         if request.input.trim().is_empty() {
             return Err(ApiError::bad_request("input: the text is empty"));
@@ -586,7 +651,7 @@ impl Worker {
             )));
         }
         let voice = match request.voice.as_deref() {
-            None | Some("default") => None,
+            None | Some("default") => self.default_voice.as_ref(),
             Some(name) => Some(voices.get(name).ok_or_else(|| {
                 ApiError::bad_request(format!(
                     "voice: unknown voice {name:?} (registered: default{})",
@@ -611,32 +676,148 @@ impl Worker {
             .validate()
             .map_err(|e| ApiError::bad_request(format!("temperature: {e}")))?;
         let spec = self.spec(request)?;
-        let text = self
-            .pipeline
+        Ok(Checked {
+            plan: Plan { spec, sampler },
+            voice,
+            pace,
+            seed: request.seed.unwrap_or(0),
+        })
+    }
+
+    /// Checks `request` against the models and makes its AR request on the single-stream
+    /// `pipeline`. The decoder is built once per batch ([`Worker::run_ar`]); a spec it refuses
+    /// answers that batch with a 400.
+    fn prepare<'v>(
+        &'v self,
+        pipeline: &Pipeline,
+        voices: &'v BTreeMap<String, AnyVoice>,
+        request: &SpeechRequest,
+    ) -> Result<(Plan, SpeechItem<'v>), ApiError> {
+        let checked = self.check(voices, request)?;
+        let prompt = match checked.voice {
+            None => None,
+            Some(AnyVoice::SingleStream(prompt)) => Some(prompt),
+            Some(AnyVoice::MultiStream(_)) => {
+                return Err(ApiError::internal(
+                    "voice: a multi-stream voice vector on a single-stream pipeline",
+                ));
+            }
+        };
+        let text = pipeline
             .text_ids(&request.input)
             .map_err(|e| ApiError::bad_request(format!("input: {e}")))?;
         let lengths = Lengths {
-            pace,
+            pace: checked.pace,
             ..Lengths::default()
         };
-        let ar_request = self
-            .pipeline
-            .request(&text, voice, &lengths, request.seed.unwrap_or(0))
-            .map_err(|e| match e {
-                TtsError::Text(m) | TtsError::TooLong(m) => {
-                    ApiError::bad_request(format!("input: {m}"))
-                }
-                other => ApiError::internal_chain(&other),
-            })?;
+        let ar_request = pipeline
+            .request(&text, prompt, &lengths, checked.seed)
+            .map_err(request_error)?;
         Ok((
-            Plan { spec, sampler },
+            checked.plan,
             SpeechItem {
                 request: ar_request,
                 text,
-                prompt: voice,
+                prompt,
             },
         ))
     }
+}
+
+/// The decoders a pipeline of `kind` serves, by the name requests give.
+pub(crate) fn decoder_names(kind: ModelKind) -> &'static [&'static str] {
+    match kind {
+        ModelKind::SingleStream => &["ar", "mtp", "mtp-viterbi", "self-spec"],
+        ModelKind::MultiStream => &["ar", "mtp", "mtp-viterbi"],
+    }
+}
+
+/// The decoder `name` with `heads` (and Viterbi's `top_k`) for a pipeline of `kind`.
+///
+/// # Errors
+/// A 400 naming the field for zero heads or a decoder `kind` does not serve.
+pub(crate) fn decoder_spec(
+    kind: ModelKind,
+    name: &str,
+    heads: usize,
+    top_k: usize,
+) -> Result<DecoderSpec, ApiError> {
+    if heads == 0 {
+        return Err(ApiError::bad_request("heads: must be at least 1"));
+    }
+    let names = decoder_names(kind);
+    if !names.contains(&name) {
+        return Err(ApiError::bad_request(format!(
+            "decoder: unknown decoder {name:?} ({}){}",
+            names.join(", "),
+            match kind {
+                ModelKind::SingleStream => "",
+                ModelKind::MultiStream => " for a multi-stream LM",
+            }
+        )));
+    }
+    Ok(match name {
+        "ar" => DecoderSpec::Ar,
+        "mtp" => DecoderSpec::Mtp { heads },
+        "mtp-viterbi" => DecoderSpec::MtpViterbi { heads, top_k },
+        _ => DecoderSpec::SelfSpec {
+            rule: RuleSpec::Sd,
+            gamma: heads.saturating_sub(1).max(1),
+        },
+    })
+}
+
+/// A 400 naming the field for a request the models cannot serve (its text, decoder or voice),
+/// else a 500 with the error's chain.
+fn request_error(e: TtsError) -> ApiError {
+    match e {
+        TtsError::Text(m) | TtsError::TooLong(m) => ApiError::bad_request(format!("input: {m}")),
+        e @ (TtsError::Decoder { .. } | TtsError::Config(_)) => {
+            ApiError::bad_request(format!("decoder: {e}"))
+        }
+        e @ (TtsError::NoVoice | TtsError::Prompt { .. }) => {
+            ApiError::bad_request(format!("voice: {e}"))
+        }
+        other => ApiError::internal_chain(&other),
+    }
+}
+
+/// A running sequence on `stream` with its figures `speech`; its audio goes to a stream of
+/// chunks (`streamed`) or is gathered for one reply. `None` when the client has gone.
+fn activate<'p>(
+    stream: AnySpeechStream<'p>,
+    speech: Speech,
+    streamed: bool,
+    arrived: Instant,
+    reply: SpeechReply,
+) -> Option<Active<'p>> {
+    let sink = if streamed {
+        let (tx, rx) = chunks::unbounded_channel();
+        if reply.send(Ok(Reply::Stream(speech.clone(), rx))).is_err() {
+            return None; // the client has gone
+        }
+        Sink::Stream(tx)
+    } else {
+        Sink::Whole(Vec::new(), reply)
+    };
+    Some(Active {
+        stream,
+        sink: Some(sink),
+        speech,
+        arrived,
+        first_audio: false,
+        samples: 0,
+    })
+}
+
+/// A request checked against the server's limits and voices.
+struct Checked<'a> {
+    plan: Plan,
+    /// Its voice (the server's default for none).
+    voice: Option<&'a AnyVoice>,
+    /// Aligned models: the factor of the predicted durations (1 / speed).
+    pace: f32,
+    seed: u64,
 }
 
 /// What a batch shares: the decoder and the sampler.

@@ -649,3 +649,139 @@ async fn a_short_request_joins_a_running_one_and_finishes_first() {
         "the short request waited for the long one ({long_tokens} frames) to end"
     );
 }
+
+/// A POST of `body` to the speech endpoint: status, headers and body.
+async fn speak_with_headers(
+    app: &Router,
+    body: &Value,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/audio/speech")
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, bytes.to_vec())
+}
+
+/// The server on a tiny random multi-stream LM, SoCodec and vocoder: it refuses to start without
+/// a voice (or with a missing recording, named), reports the LM's kind and decoders, and answers
+/// with a WAV at the codec's rate holding exactly the LM's frames of audio (640 samples each),
+/// the same for the same seed, streamed or whole; the decoders the LM cannot run get a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_a_multistream_lm() {
+    use voxspec_audio::{Audio, WavFormat, write_wav};
+    use voxspec_tts::{MultiStreamPipeline, write_untrained_multistream};
+
+    let dir = tempfile::tempdir().unwrap();
+    let device = Device::flex();
+    let paths = write_untrained_multistream(dir.path(), &device).unwrap();
+    // The voice: half a second of a tone at 22.05 kHz (resampled to the codec's 16 kHz).
+    let reference = dir.path().join("reference.wav");
+    let tone: Vec<f32> = (0..11025).map(|i| 0.3 * (i as f32 * 0.05).sin()).collect();
+    write_wav(&reference, &Audio::new(tone, 22050), WavFormat::Pcm16).unwrap();
+    let load = || MultiStreamPipeline::load(&paths, &device).unwrap();
+    let config = ServerConfig {
+        defaults: Defaults {
+            decoder: "ar".into(),
+            batch_wait: Duration::ZERO,
+            ..Defaults::default()
+        },
+        ..ServerConfig::default()
+    };
+
+    let start_error = |config: &ServerConfig| {
+        build_app(load(), DecoderParts::default(), config)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let err = start_error(&config);
+    assert!(err.contains("voice of a reference recording"), "{err}");
+    let missing = ServerConfig {
+        default_voice: Some(dir.path().join("nobody.wav")),
+        ..config.clone()
+    };
+    let err = start_error(&missing);
+    assert!(err.contains("nobody.wav"), "{err}");
+    // The LM has 2 heads: a default of 4 is refused at start, not on every request.
+    let mut four = ServerConfig {
+        default_voice: Some(reference.clone()),
+        ..config.clone()
+    };
+    four.defaults.decoder = "mtp".into();
+    let err = start_error(&four);
+    assert!(
+        err.contains("--heads 4") && err.contains("2 prediction head"),
+        "{err}"
+    );
+
+    let app = build_app(
+        load(),
+        DecoderParts::default(),
+        &ServerConfig {
+            default_voice: Some(reference),
+            ..config
+        },
+    )
+    .unwrap();
+    let (status, _, body) = call(&app, "GET", "/health", Body::empty()).await;
+    assert_eq!(status, StatusCode::OK);
+    let health: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(health["kind"], "multistream");
+    assert_eq!(health["sample_rate"], 16000);
+    assert_eq!(health["decoders"], json!(["ar", "mtp", "mtp-viterbi"]));
+
+    let request = json!({"input": "Hello there.", "seed": 3});
+    let (status, headers, wav) = speak_with_headers(&app, &request).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&wav));
+    assert_eq!(headers["content-type"], "audio/wav");
+    assert_eq!(headers["x-decoder"], "ar");
+    assert_eq!(headers["x-sample-rate"], "16000");
+    let frames: usize = headers["x-ar-tokens"].to_str().unwrap().parse().unwrap();
+    assert!(frames > 0);
+    let reader = hound::WavReader::new(std::io::Cursor::new(&wav)).unwrap();
+    let spec = reader.spec();
+    assert_eq!(
+        (spec.channels, spec.bits_per_sample, spec.sample_rate),
+        (1, 16, 16000)
+    );
+    let clip: Vec<i16> = reader.into_samples().map(Result::unwrap).collect();
+    // 40 ms frames at 16 kHz: the vocoder's 4 mel frames of 160 samples each.
+    assert_eq!(clip.len(), frames * 640);
+    assert!(clip.iter().any(|&s| s != 0), "silence");
+    assert_eq!(speak_with_headers(&app, &request).await.2, wav);
+
+    // Streamed: the same audio, in one chunk after the header.
+    let mut streamed = request.clone();
+    streamed["stream"] = json!(true);
+    streamed["response_format"] = json!("pcm");
+    let (status, _, pcm) = speak_with_headers(&app, &streamed).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(samples(&pcm), clip);
+
+    let mtp = json!({"input": "Hello there.", "decoder": "mtp", "heads": 2});
+    let (status, headers, body) = speak_with_headers(&app, &mtp).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(headers["x-decoder"], "mtp k=2");
+    for (body, needle) in [
+        (json!({"input": "hi", "decoder": "self-spec"}), "decoder"),
+        (
+            json!({"input": "hi", "decoder": "mtp-viterbi", "heads": 2}),
+            "transition matrices",
+        ),
+        (
+            json!({"input": "hi", "decoder": "mtp", "heads": 3}),
+            "prediction head",
+        ),
+        (json!({"input": "hi", "voice": "nobody"}), "voice"),
+    ] {
+        let (status, _, bytes) = speak_with_headers(&app, &body).await;
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {text}");
+        assert!(text.contains(needle), "{body}: {text}");
+    }
+}

@@ -70,6 +70,42 @@ pub enum TtsError {
         /// What is wrong.
         reason: String,
     },
+    /// A multi-stream LM names no codec in its `config.json` and none was given.
+    #[error("{} does not name its codec: pass --codec <DIR>", model.display())]
+    NoCodec {
+        /// The LM directory.
+        model: PathBuf,
+    },
+    /// The vocoder of a multi-stream pipeline cannot be loaded or does not take the codec's
+    /// log-mel.
+    #[error(
+        "the vocoder {} (train one with `voxspec vocoder train` on the codec's mel settings, \
+         or pass --griffin-lim)",
+        path.display()
+    )]
+    Vocoder {
+        /// The vocoder directory.
+        path: PathBuf,
+        /// The loader's or the check's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A multi-stream LM was asked to speak without a voice.
+    #[error(
+        "a multi-stream LM speaks with the voice of a reference recording: give one (a \
+         recording, or a directory of recordings of one voice)"
+    )]
+    NoVoice,
+    /// The multi-stream LM ended speech before its first frame.
+    #[error("the LM ended speech before its first frame")]
+    NoFrames,
+    /// The multi-stream LM rejected its input.
+    #[error(transparent)]
+    MultiStream {
+        /// Its error.
+        #[from]
+        source: voxspec_multistream::MultiStreamError,
+    },
     /// The decoders or the models' own checks failed.
     #[error(transparent)]
     Infer(#[from] voxspec_infer::InferError),

@@ -16,6 +16,13 @@
 //! CTC teacher ([`Judge`]). [`Pipeline::synthesize_text`] speaks a long text (paragraphs, a
 //! chapter) sentence by sentence with one decoder, joined by the pauses of [`LongForm`].
 //!
+//! A delayed multi-stream LM (`voxspec train multistream`) speaks through
+//! [`MultiStreamPipeline`]: text → the voice vector of a reference recording → the LM (AR,
+//! speculative with a [`MultiStreamDraft`], or multi-token heads; [`MultiStreamDecoder`]) →
+//! SoCodec decoder → vocoder. [`AnyPipeline`] holds either pipeline, picked by the model
+//! directory's kind ([`ModelKind::of_model_dir`]), for callers that take both (`voxspec
+//! serve`).
+//!
 //! # Speaking a sentence
 //!
 //! ```
@@ -60,15 +67,20 @@
 
 #![warn(missing_docs)]
 
+mod any_pipeline;
 mod bench;
 mod decoders;
 mod engine;
 mod error;
 mod longform;
+mod multistream;
 mod pipeline;
 mod stream;
 mod untrained;
 
+pub use any_pipeline::{
+    AnyPipeline, AnySpeech, AnySpeechStream, AnyVoice, ModelKind, ModelSource, SpeakSettings,
+};
 pub use bench::{
     AsrScore, Baseline, BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, row_dir_name,
     run_decode_bench,
@@ -77,6 +89,10 @@ pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
 pub use longform::{LongForm, LongSynthesis, Piece, SpokenPiece};
+pub use multistream::{
+    FrameDecodeFn, MultiStreamDecoder, MultiStreamDraft, MultiStreamPaths, MultiStreamPipeline,
+    MultiStreamSpeech, is_multistream_dir, load_multistream_draft,
+};
 pub use pipeline::{Lengths, ModelPaths, Pipeline, SpeechItem, Synthesis, VoicePrompt};
 pub use stream::{NarWindow, SpeechStream, StreamConfig, Streamed};
-pub use untrained::write_untrained_experiment;
+pub use untrained::{write_untrained_experiment, write_untrained_multistream};

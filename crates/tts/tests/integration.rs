@@ -5,4 +5,5 @@
 
 mod batch;
 mod longform;
+mod multistream;
 mod stream;
