@@ -73,8 +73,9 @@ pub struct ServeArgs {
     /// Milliseconds the worker waits for more requests after the first of a batch.
     #[arg(long, default_value_t = 5)]
     batch_wait_ms: u64,
-    /// Longest accepted input text, characters.
-    #[arg(long, default_value_t = 1000)]
+    /// Longest accepted input text, characters (a text of several sentences is spoken
+    /// sentence by sentence, so this bounds a request's work, not the model's context).
+    #[arg(long, default_value_t = 20_000)]
     max_input_chars: usize,
     /// Largest accepted speech request body, bytes.
     #[arg(long, default_value_t = 65536)]
@@ -161,6 +162,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                 ModelKind::MultiStream => 1.0,
             })?,
             max_input_chars: args.max_input_chars,
+            long_form: voxspec_tts::LongForm::default(),
             max_batch: args.max_batch,
             batch_wait: std::time::Duration::from_millis(args.batch_wait_ms),
             stream: args.streaming.config()?,

@@ -28,12 +28,17 @@
 //! A multi-stream LM (decoders `ar`, `mtp`, `mtp-viterbi`) speaks each request whole, without a
 //! batched decode, and sends its audio as one chunk. A panic in a synthesis answers its requests
 //! with a 500 and the server goes on.
+//!
+//! A text of several sentences (up to [`Defaults::max_input_chars`], 20,000 by default) is
+//! spoken sentence by sentence — a sentence too long for the model's context in clauses — and
+//! joined with pauses; a streamed response starts with the first sentence's first chunk.
 
 #![warn(missing_docs)]
 
 mod api;
 mod error;
 mod load;
+mod longform;
 mod metrics;
 mod routes;
 mod server;

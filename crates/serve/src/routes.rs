@@ -159,7 +159,7 @@ async fn speech(
 
 async fn run(state: &AppState, request: SpeechRequest) -> Result<Response, ApiError> {
     let format = request.response_format;
-    let (speech, mut response) = match state.synth.synthesize(request).await? {
+    let (speech, mut response) = match state.synth.synthesize_text(request).await? {
         Reply::Whole(speech) => {
             let rate = speech.sample_rate;
             let bytes = match format {

@@ -13,6 +13,10 @@
 //! each of its requests is spoken whole when admitted and its audio goes out as one chunk
 //! (streamed responses too).
 //!
+//! A text of several sentences is spoken piece by piece ([`Synthesizer::synthesize_text`] in
+//! `longform.rs`): the worker plans the pieces ([`AnyPipeline::plan_pieces`]), each piece is
+//! one request.
+//!
 //! A request is checked against the loaded models before it runs, and a panic inside one
 //! synthesis is caught and answered with a 500, so it never takes the server down.
 
@@ -29,7 +33,8 @@ use tokio::sync::{mpsc as chunks, oneshot};
 use voxspec_infer::SamplerConfig;
 use voxspec_tts::{
     AnyPipeline, AnySpeech, AnySpeechStream, AnyVoice, DecoderParts, DecoderSpec, Lengths,
-    ModelKind, NarWindow, Pipeline, RuleSpec, SpeakSettings, SpeechItem, StreamConfig, TtsError,
+    LongForm, ModelKind, NarWindow, Pipeline, RuleSpec, SpeakSettings, SpeechItem, StreamConfig,
+    TextPiece, TtsError,
 };
 
 use crate::api::SpeechRequest;
@@ -47,8 +52,11 @@ pub struct Defaults {
     pub top_k: usize,
     /// Sampler of requests (their `temperature` and `seed` replace its own).
     pub sampler: SamplerConfig,
-    /// Longest accepted `input`, in characters.
+    /// Longest accepted `input`, in characters (a long text is spoken sentence by sentence,
+    /// so this bounds a request's work, not the model's context).
     pub max_input_chars: usize,
+    /// Pauses between the sentences (and clauses) of a long text.
+    pub long_form: LongForm,
     /// Most sequences running at once (continuous batching: a new request takes a slot as soon
     /// as one is free); the requests admitted together share one batched AR decode per decoder
     /// and sampler.
@@ -72,7 +80,8 @@ impl Default for Defaults {
             heads: 4,
             top_k: 5,
             sampler: SamplerConfig::greedy(),
-            max_input_chars: 1000,
+            max_input_chars: 20_000,
+            long_form: LongForm::default(),
             max_batch: 8,
             batch_wait: Duration::from_millis(5),
             stream: StreamConfig::default(),
@@ -127,7 +136,7 @@ pub struct VoiceInfo {
 type SpeechReply = oneshot::Sender<Result<Reply, ApiError>>;
 
 /// Work for the worker.
-enum Job {
+pub(crate) enum Job {
     Speech {
         request: SpeechRequest,
         arrived: Instant,
@@ -138,12 +147,17 @@ enum Job {
         audio: Vec<u8>,
         reply: oneshot::Sender<Result<VoiceInfo, ApiError>>,
     },
+    /// The pieces of a request's text ([`AnyPipeline::plan_pieces`]).
+    Plan {
+        request: SpeechRequest,
+        reply: oneshot::Sender<Result<Vec<TextPiece>, ApiError>>,
+    },
 }
 
 /// A handle on the worker: cheap to clone, one per HTTP handler.
 #[derive(Clone)]
 pub struct Synthesizer {
-    jobs: mpsc::Sender<Job>,
+    pub(crate) jobs: mpsc::Sender<Job>,
     metrics: Arc<Metrics>,
     names: Arc<RwLock<Vec<String>>>,
 }
@@ -316,6 +330,9 @@ impl Worker {
                     // Voices first: a request admitted with it may name it.
                     Job::Voice { name, audio, reply } => {
                         let _ = reply.send(self.add_voice(&mut voices, name, audio));
+                    }
+                    Job::Plan { request, reply } => {
+                        let _ = reply.send(guarded(|| self.plan(&voices, &request)));
                     }
                 }
             }
@@ -624,6 +641,32 @@ impl Worker {
             None => {}
         }
         false
+    }
+
+    /// The pieces of `request`'s text, after the checks of a request (limits, voice, decoder).
+    fn plan(
+        &self,
+        voices: &BTreeMap<String, AnyVoice>,
+        request: &SpeechRequest,
+    ) -> Result<Vec<TextPiece>, ApiError> {
+        let checked = self.check(voices, request)?;
+        let lengths = Lengths {
+            pace: checked.pace,
+            ..Lengths::default()
+        };
+        self.pipeline
+            .plan_pieces(
+                &request.input,
+                checked.voice,
+                &lengths,
+                &self.defaults.long_form,
+            )
+            .map_err(|e| match e {
+                TtsError::Text(reason) | TtsError::TooLong(reason) => {
+                    ApiError::bad_request(format!("input: {reason}"))
+                }
+                other => ApiError::internal_chain(&other),
+            })
     }
 
     /// The decoder of a request.

@@ -785,3 +785,65 @@ async fn serves_a_multistream_lm() {
         assert!(text.contains(needle), "{body}: {text}");
     }
 }
+
+/// A text of several sentences is spoken sentence by sentence (sentence i with seed + i) and
+/// joined with the sentence pause; streamed, the same audio arrives, starting before the last
+/// sentence is spoken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_text_is_spoken_sentence_by_sentence() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = app_from(
+        dir.path(),
+        Defaults {
+            stream: StreamConfig {
+                first_frames: 9,
+                chunk_frames: 5,
+                nar: NarWindow::Whole,
+            },
+            ..Defaults::default()
+        },
+    );
+    let sentences = ["The cat sat.", "A dog ran home.", "Birds flew south."];
+    let pcm =
+        |text: &str, seed: u64| json!({"input": text, "seed": seed, "response_format": "pcm"});
+    let mut expected = Vec::new();
+    let (_, _, health) = call(&app, "GET", "/health", Body::empty()).await;
+    let rate = serde_json::from_slice::<Value>(&health).unwrap()["sample_rate"]
+        .as_u64()
+        .unwrap() as f32;
+    let pause = (voxspec_tts::LongForm::default().sentence_pause * rate).round() as usize;
+    for (i, sentence) in sentences.iter().enumerate() {
+        let (status, _, one) = speak(&app, pcm(sentence, 5 + i as u64)).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&one));
+        expected.extend(samples(&one));
+        if i + 1 < sentences.len() {
+            expected.extend(std::iter::repeat_n(0i16, pause));
+        }
+    }
+    let text = sentences.join(" ");
+    let (status, _, whole) = speak(&app, pcm(&text, 5)).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&whole)
+    );
+    assert_eq!(samples(&whole), expected);
+
+    let mut body = pcm(&text, 5);
+    body["stream"] = json!(true);
+    let (status, _, streamed) = speak(&app, body).await;
+    assert_eq!(status, StatusCode::OK);
+    let (a, b) = (samples(&streamed), expected);
+    assert_eq!(a.len(), b.len());
+    let worst = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        worst <= 1,
+        "streamed and whole long-form audio differ by {worst} LSB"
+    );
+}

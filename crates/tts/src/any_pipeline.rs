@@ -12,6 +12,7 @@ use voxspec_infer::SamplerConfig;
 
 use crate::decoders::{DecoderParts, DecoderSpec};
 use crate::error::{Result, TtsError};
+use crate::longform::LongForm;
 use crate::multistream::{MultiStreamPaths, MultiStreamPipeline, is_multistream_dir};
 use crate::pipeline::{Lengths, ModelPaths, Pipeline, VoicePrompt};
 use crate::stream::{SpeechStream, StreamConfig};
@@ -151,7 +152,85 @@ impl AnySpeechStream<'_> {
     }
 }
 
+/// Characters at which a multi-stream LM's sentence is cut into clauses (its pipeline has no
+/// context check to split by).
+const MULTISTREAM_PIECE_CHARS: usize = 200;
+
+/// One piece of a long text as a caller that speaks pieces one request at a time needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextPiece {
+    /// The piece's text (a sentence, or a clause of one too long for the model).
+    pub text: String,
+    /// Silence after it, seconds (0 after the last piece).
+    pub pause: f32,
+}
+
 impl AnyPipeline {
+    /// The pieces `text` is spoken in, one request each, in order: for a single-stream
+    /// pipeline those of [`Pipeline::plan_text`] (sentences, and clauses of a sentence whose
+    /// request would not fit the AR model's context with `voice`'s prompt), for a multi-stream
+    /// LM its sentences, a sentence over 200 characters cut into clauses. A text of one short
+    /// sentence is one piece with its text unchanged.
+    ///
+    /// # Errors
+    /// [`TtsError::Text`] for a text with nothing to speak or that the tokenizer cannot read;
+    /// [`TtsError::TooLong`] for a single word that does not fit.
+    pub fn plan_pieces(
+        &self,
+        text: &str,
+        voice: Option<&AnyVoice>,
+        lengths: &Lengths,
+        config: &LongForm,
+    ) -> Result<Vec<TextPiece>> {
+        match self {
+            Self::SingleStream(p) => {
+                let prompt = match voice {
+                    Some(AnyVoice::SingleStream(prompt)) => Some(prompt),
+                    _ => None,
+                };
+                let pieces = p.plan_text(text, prompt, lengths, config, 0)?;
+                Ok(pieces
+                    .into_iter()
+                    .map(|piece| TextPiece {
+                        text: piece.text,
+                        pause: piece.pause,
+                    })
+                    .collect())
+            }
+            Self::MultiStream(_) => {
+                let sentences = voxspec_data::sentences::split_sentences(text);
+                if sentences.is_empty() {
+                    return Err(TtsError::Text("the text has nothing to speak".into()));
+                }
+                let mut pieces = Vec::new();
+                for sentence in &sentences {
+                    let clauses = voxspec_data::sentences::split_clauses(
+                        &sentence.text,
+                        MULTISTREAM_PIECE_CHARS,
+                    );
+                    let n = clauses.len();
+                    for (i, clause) in clauses.into_iter().enumerate() {
+                        let pause = if i + 1 < n {
+                            config.clause_pause
+                        } else if sentence.ends_paragraph {
+                            config.paragraph_pause
+                        } else {
+                            config.sentence_pause
+                        };
+                        pieces.push(TextPiece {
+                            text: clause,
+                            pause,
+                        });
+                    }
+                }
+                if let Some(last) = pieces.last_mut() {
+                    last.pause = 0.0;
+                }
+                Ok(pieces)
+            }
+        }
+    }
+
     /// Loads the models of `source` onto `device`.
     ///
     /// # Errors

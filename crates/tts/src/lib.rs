@@ -80,6 +80,7 @@ mod untrained;
 
 pub use any_pipeline::{
     AnyPipeline, AnySpeech, AnySpeechStream, AnyVoice, ModelKind, ModelSource, SpeakSettings,
+    TextPiece,
 };
 pub use bench::{
     AsrScore, Baseline, BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, row_dir_name,
