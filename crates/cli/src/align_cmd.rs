@@ -18,7 +18,7 @@ use voxspec_data::Utterance;
 use voxspec_data::corpus::SPLITS;
 
 use crate::progress::Bar;
-use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
+use crate::train_loop::{LoopArgs, StepBar};
 
 /// Model sizes of the aligner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -175,7 +175,7 @@ struct Report {
 pub fn run(args: AlignArgs) -> anyhow::Result<()> {
     let mut utterances: Vec<Utterance> = Vec::new();
     for split in SPLITS {
-        utterances.extend(crate::train_cmd::read_split(&args.data, split, false)?);
+        utterances.extend(voxspec_data::read_split_if_present(&args.data, split)?);
     }
     anyhow::ensure!(
         !utterances.is_empty(),
@@ -317,8 +317,7 @@ fn train(
     utterances: &[Utterance],
 ) -> anyhow::Result<(Aligner, Arc<AlignCorpus>, f64)> {
     let started = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone())?;
+    let stop = voxspec_train::stop_on_ctrl_c()?;
     let flat_dir = args.out.join("aligner-flat");
     let flat_weights = flat_dir.join(voxspec_train::weights::WEIGHTS_FILE);
     let mut model = match args.preset {
@@ -404,17 +403,13 @@ fn run_phase(
     what: &str,
 ) -> anyhow::Result<(Aligner, Arc<AlignCorpus>)> {
     std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
-    let start = voxspec_train::open_run::<RunFile>(run_dir, "aligner", args.train.resume)?;
-    let run = if let voxspec_train::RunStart::Resume(run) = start {
-        run
-    } else {
-        let run = RunFile {
+    let run = voxspec_train::resume_or_start(run_dir, "aligner", args.train.resume, || {
+        anyhow::Ok(RunFile {
             preset: args.preset,
             task,
-        };
-        voxspec_train::save_run_settings(run_dir, "aligner", &run)?;
-        run
-    };
+        })
+    })?
+    .settings;
     let model_config = run.task.model.clone();
     let frontend = run.task.frontend.clone();
     let scoring = run.task.scoring.clone();
@@ -435,10 +430,10 @@ fn run_phase(
     let trainer = voxspec_train::Trainer::new(loop_args.config(5.0), task, run_dir, &devices[0])
         .with_devices(&devices)
         .with_stop_flag(stop.clone());
-    let started = Instant::now();
     let mut observer = StepBar::new(loop_args.steps);
-    let outcome = trainer.run(&mut observer)?;
+    let finished = trainer.run_timed(&mut observer)?;
     observer.bar.finish_and_clear();
+    let outcome = finished.outcome;
     anyhow::ensure!(
         !outcome.stopped,
         "stopped at step {}; the checkpoint is in {}; continue with --resume",
@@ -447,8 +442,7 @@ fn run_phase(
     );
     println!(
         "aligner, {what}: {} steps in {:.0} s",
-        outcome.step,
-        started.elapsed().as_secs_f64()
+        outcome.step, finished.seconds
     );
     let aligner = Aligner::new(outcome.model.valid(), model_config, frontend, scoring)?;
     aligner.save(run_dir)?;

@@ -38,7 +38,7 @@ pub enum BenchCommand {
     /// The delayed multi-stream LM's frame decoders (AR, speculative) on a split's sentences:
     /// LM real-time factor, time per frame, frames per forward, acceptance, CER and forced
     /// choice; optionally beside the main job's single-stream AR model in the same run.
-    Multistream(Box<crate::bench_ms::MultiStreamBenchArgs>),
+    Multistream(Box<crate::bench_multistream::MultiStreamBenchArgs>),
     /// Codec encode and decode speed: real-time factors on 10 s of speech (or speech-like
     /// synthetic audio).
     Codec(crate::bench_codec::CodecBenchArgs),
@@ -124,7 +124,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Forward(a) => crate::bench_model::run_forward(a),
         BenchCommand::Acceptance(a) => crate::bench_accept::run(a),
         BenchCommand::Decode(a) => crate::bench_decode::run(*a),
-        BenchCommand::Multistream(a) => crate::bench_ms::run(*a),
+        BenchCommand::Multistream(a) => crate::bench_multistream::run(*a),
         BenchCommand::Codec(a) => crate::bench_codec::run(a),
         BenchCommand::Serve(a) => crate::serve::bench(a),
     }

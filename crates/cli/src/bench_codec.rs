@@ -16,7 +16,7 @@ use clap::Args;
 use serde::Serialize;
 use voxspec_data::read_manifest;
 
-use crate::codec_cmd::{load_codec, read_audio};
+use crate::common::{load_codec, read_audio};
 
 #[derive(Debug, Args)]
 pub struct CodecBenchArgs {

@@ -11,11 +11,8 @@ use voxspec_data::{Progress, read_manifest};
 use voxspec_teacher::SemanticTeacher;
 use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, ForcedChoiceSummary, LengthNorm};
 
+use crate::common::{DEFAULT_TEACHER, load_ctc_teacher};
 use crate::progress::Bar;
-use crate::teacher_cmd::load_ctc_teacher;
-
-/// Default CTC teacher directory.
-pub const DEFAULT_TEACHER: &str = "checkpoints/ctc-minitts";
 
 /// One-line definition written into the JSON report.
 const DEFINITION: &str = "forced-choice sentence identification: each clip's CTC \

@@ -9,14 +9,15 @@ mod bench_accept;
 mod bench_codec;
 mod bench_decode;
 mod bench_model;
-mod bench_ms;
+mod bench_multistream;
+mod codec_args;
 mod codec_cmd;
 mod codec_eval;
+mod common;
 mod device;
 mod eval_cmd;
 mod export;
 mod groups;
-mod phase_shift;
 mod plots;
 mod prepare;
 mod progress;
@@ -30,7 +31,7 @@ mod tokenizer;
 mod train_cmd;
 mod train_lm;
 mod train_loop;
-mod train_ms;
+mod train_multistream;
 mod vocoder_cmd;
 mod vocoder_eval;
 
@@ -120,7 +121,7 @@ fn init_logging(verbose: u8) {
     // itself (naming the file): one message per failure, so its log is shown only with -vv.
     let default = match verbose {
         0 => {
-            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_teacher=info,voxspec_train=info,symphonia_core=off,symphonia=off"
+            "warn,voxspec=info,voxspec_cli=info,voxspec_data=info,voxspec_codec=info,voxspec_teacher=info,voxspec_train=info,voxspec_eval=info,symphonia_core=off,symphonia=off"
         }
         1 => "info,symphonia_core=off,symphonia=off",
         2 => "debug",

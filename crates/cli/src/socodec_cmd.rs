@@ -7,77 +7,30 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
 use anyhow::Context;
 use burn::module::Module;
 use burn::tensor::Device;
-use clap::ValueEnum;
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use voxspec_codec::socodec::{
-    MelToWave, SoCodecData, SoCodecTask, SoCodecTrainConfig, SoCodecUtterance, column_stats,
+use voxspec_codec::socodec::prepare::{
+    extract_split, load_raw_split, standardised, with_statistics,
 };
+use voxspec_codec::socodec::{MelToWave, SoCodecData, SoCodecTask, SoCodecTrainConfig};
 use voxspec_codec::{
-    McdConfig, QuantizerKind, SOCODEC_KIND, SoCodec, SoCodecConfig, load_socodec, save_socodec,
+    QuantizerKind, SOCODEC_KIND, SoCodec, SoCodecConfig, load_socodec, save_socodec,
 };
-use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance, read_manifest};
-use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
-use voxspec_teacher::{ErrorCounts, FeatureStoreReader, SemanticTeacher};
+use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter};
+use voxspec_eval::{EvalSplit, SoCodecEvalSettings, evaluate_socodec, write_report};
+use voxspec_teacher::ctc::CtcTeacher;
+use voxspec_teacher::{FeatureStoreReader, SemanticTeacher};
 use voxspec_train::Trainer;
 
-use crate::codec_cmd::{DecodeArgs, EncodeArgs, ExtractArgs, Preset, TrainArgs, read_audio};
+use crate::codec_args::{
+    CodecKind, DecodeArgs, EncodeArgs, EvalArgs, ExtractArgs, Preset, TrainArgs,
+};
+use crate::common::{load_ctc_teacher, read_audio};
 use crate::progress::Bar;
-use crate::teacher_cmd::load_ctc_teacher;
-use crate::train_cmd::read_split;
-use crate::train_loop::{StepBar, install_ctrl_c};
-
-/// Which codec family `codec train` builds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CodecKind {
-    /// SEANet + RVQ waveform codec with semantic distillation.
-    Speechtokenizer,
-    /// SoCodec: teacher features → ordered token streams → log-mel (+ vocoder).
-    Socodec,
-}
-
-/// The quantizer of a SoCodec (`--quantizer`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QuantizerArg {
-    /// Ordered product quantization (paired sub-codebooks, nested dropout).
-    Opq,
-    /// Product quantization (the same streams, no nested dropout).
-    Pq,
-    /// Residual vector quantization (one K²-entry codebook per stream).
-    Rq,
-}
-
-impl From<QuantizerArg> for QuantizerKind {
-    fn from(q: QuantizerArg) -> Self {
-        match q {
-            QuantizerArg::Opq => QuantizerKind::Opq,
-            QuantizerArg::Pq => QuantizerKind::Pq,
-            QuantizerArg::Rq => QuantizerKind::Rq,
-        }
-    }
-}
-
-/// Whether `dir/config.json` names a SoCodec.
-pub(crate) fn is_socodec(dir: &Path) -> bool {
-    std::fs::read(dir.join("config.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|j| {
-            j.get("kind")
-                .and_then(|k| k.as_str())
-                .map(|k| k == SOCODEC_KIND)
-        })
-        .unwrap_or(false)
-}
+use crate::train_loop::{CodecBar, StepBar};
 
 fn preset_config(preset: Preset) -> SoCodecConfig {
     match preset {
@@ -104,43 +57,6 @@ struct RunFile {
     task: SoCodecTrainConfig,
 }
 
-/// Raw features `[frames, dim]` of `id` from a store.
-fn store_features(store: &FeatureStoreReader, id: &str) -> anyhow::Result<(Vec<f32>, usize)> {
-    let f = store.get(id)?.with_context(|| {
-        format!("no teacher features for utterance {id}; rerun `voxspec teacher extract`")
-    })?;
-    Ok((f.data, f.dim))
-}
-
-/// Features (raw) and log-mel of a split.
-fn load_split(
-    utterances: &[Utterance],
-    config: &SoCodecConfig,
-    store: &FeatureStoreReader,
-    what: &str,
-) -> anyhow::Result<Vec<(Vec<f32>, Vec<f32>)>> {
-    let front = config.log_mel()?;
-    let bar = Bar::with_len(utterances.len() as u64, what);
-    let out = utterances
-        .par_iter()
-        .map(|u| {
-            let (features, dim) = store_features(store, &u.id)?;
-            anyhow::ensure!(
-                dim == config.feature_dim,
-                "utterance {}: {dim}-d teacher features, the codec reads {}",
-                u.id,
-                config.feature_dim
-            );
-            let samples = read_audio(Path::new(&u.path), config.mel.sample_rate)
-                .with_context(|| format!("utterance {}", u.id))?;
-            bar.inc(1);
-            Ok((features, front.compute(&samples)))
-        })
-        .collect::<anyhow::Result<Vec<_>>>();
-    bar.finish();
-    out
-}
-
 fn open_store(dir: &Path, split: &str) -> anyhow::Result<FeatureStoreReader> {
     FeatureStoreReader::open(dir, split)
         .with_context(|| format!("opening the {split} teacher features in {}", dir.display()))
@@ -149,17 +65,15 @@ fn open_store(dir: &Path, split: &str) -> anyhow::Result<FeatureStoreReader> {
 pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
     anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
-    let train = read_split(&args.data, "train", true)?;
+    let train = voxspec_data::read_split(&args.data, "train")?;
     anyhow::ensure!(
         !train.is_empty(),
         "{} has no utterances",
         args.data.join("train.jsonl").display()
     );
-    let dev = read_split(&args.data, "dev", false)?;
-    let start = voxspec_train::open_run::<RunFile>(&args.out, "codec", args.train.resume)?;
-    let (run, resumed) = if let voxspec_train::RunStart::Resume(run) = start {
-        (run, true)
-    } else {
+    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    // A new run's settings are saved now and again below with the feature statistics.
+    let run = voxspec_train::resume_or_start(&args.out, "codec", args.train.resume, || {
         let Some(features) = args.teacher_features.clone() else {
             anyhow::bail!(
                 "--kind socodec needs --teacher-features (the output of `voxspec teacher extract`)"
@@ -183,13 +97,13 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
             .with_batch_size(args.train.batch)
             .with_data_seed(args.train.seed)
             .with_adversarial(args.adversarial);
-        let run = RunFile {
+        anyhow::Ok(RunFile {
             kind: CodecKind::Socodec,
             teacher_features: features,
             task,
-        };
-        (run, false)
-    };
+        })
+    })?;
+    let (run, resumed) = (run.settings, run.resumed);
     let store = open_store(&run.teacher_features, "train")?;
     let mut model = run.task.model.clone();
     anyhow::ensure!(
@@ -211,21 +125,9 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
         model.quantizer,
         model.factors()
     );
-    let train_raw = load_split(&train, &model, &store, "train features + mel")?;
+    let train_raw = load_raw_split(&train, &model, &store, &Bar::new(), "train features + mel")?;
     if !resumed {
-        let (mean, std) = column_stats(
-            train_raw.iter().map(|(f, _)| f.as_slice()),
-            model.feature_dim,
-        );
-        let (mel_mean, mel_std) = column_stats(
-            train_raw.iter().map(|(_, m)| m.as_slice()),
-            model.mel.n_mels,
-        );
-        model = model
-            .with_feature_mean(mean)
-            .with_feature_std(std)
-            .with_mel_mean(mel_mean)
-            .with_mel_std(mel_std);
+        model = with_statistics(model, &train_raw);
     }
     let mut task_config = run.task;
     task_config.model = model.clone();
@@ -237,20 +139,12 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     if !resumed {
         voxspec_train::save_run_settings(&args.out, "codec", &run)?;
     }
-    let to_utts = |raw: Vec<(Vec<f32>, Vec<f32>)>| -> Vec<SoCodecUtterance> {
-        raw.into_iter()
-            .map(|(mut features, mut log_mel)| {
-                model.normalize(&mut features);
-                model.normalize_mel(&mut log_mel);
-                SoCodecUtterance { features, log_mel }
-            })
-            .collect()
-    };
-    let train_utts = to_utts(train_raw);
+    let train_utts = standardised(&model, train_raw);
     let dev_utts = match (dev.is_empty(), open_store(&run.teacher_features, "dev")) {
-        (false, Ok(dev_store)) => {
-            to_utts(load_split(&dev, &model, &dev_store, "dev features + mel")?)
-        }
+        (false, Ok(dev_store)) => standardised(
+            &model,
+            load_raw_split(&dev, &model, &dev_store, &Bar::new(), "dev features + mel")?,
+        ),
         _ => Vec::new(),
     };
     println!(
@@ -270,25 +164,15 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     };
     let device = crate::device::single()?;
     let task = SoCodecTask::new(run.task, train_data, valid_data)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone())?;
-    let trainer =
-        Trainer::new(args.train.config(5.0), task, &args.out, &device).with_stop_flag(stop);
-    let started = Instant::now();
-    let mut observer = crate::codec_cmd::CodecBar(StepBar::new(args.train.steps));
-    let outcome = trainer.run(&mut observer)?;
+    let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device)
+        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
+    let mut observer = CodecBar(StepBar::new(args.train.steps));
+    let finished = trainer.run_timed(&mut observer)?;
     observer.0.bar.finish_and_clear();
-    let seconds = started.elapsed().as_secs_f64();
-    let codec = outcome.model.generator.valid();
+    let summary = finished.to_string();
+    let codec = finished.outcome.model.generator.valid();
     save_socodec(&args.out, &model, &codec)?;
-    if outcome.stopped {
-        println!(
-            "stopped at step {} after {seconds:.0} s; continue with --resume",
-            outcome.step
-        );
-    } else {
-        println!("trained {} steps in {seconds:.0} s", outcome.step);
-    }
+    println!("{summary}");
     println!(
         "codec: {} (SoCodec, {} × {} tokens at {} ms)",
         args.out.display(),
@@ -387,7 +271,7 @@ pub(crate) fn encode(args: EncodeArgs) -> anyhow::Result<()> {
         ),
         ("samples".to_string(), samples.len().to_string()),
     ]);
-    crate::codec_cmd::write_codes(&args.out, &codes, meta)?;
+    voxspec_data::write_codes_file(&args.out, &codes, meta)?;
     println!(
         "{}: {} samples → tokens [{}, {frames}] ({} ms frames) → {}",
         args.input.display(),
@@ -409,7 +293,9 @@ pub(crate) fn decode(args: DecodeArgs) -> anyhow::Result<()> {
                 / f64::from(config.mel.sample_rate)
         );
     };
-    let (n_q, frames, data, samples) = crate::codec_cmd::read_codes(&args.input)?;
+    let file = voxspec_data::read_codes_file(&args.input)?;
+    let samples = file.samples();
+    let (n_q, frames, data) = (file.n_q, file.n_frames, file.data);
     anyhow::ensure!(
         (1..=model.n_streams()).contains(&n_q) && frames > 0,
         "{}: tokens [{n_q}, {frames}] do not fit the codec ({} streams)",
@@ -496,47 +382,27 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     {
         let split = split.as_str();
         let store = open_store(features, split)?;
-        let done = crate::codec_cmd::stored_ids(&args.out, split, meta)?;
+        let done = voxspec_data::token_store::stored_ids(&args.out, split, meta)?;
         let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
         let bar = Bar::with_len(utterances.len() as u64, split);
-        let mut written = 0usize;
         // Shifted grids for the training split only: dev and test keep the one grid they are
         // scored on.
-        let shifts = if split == "train" {
+        let grids = if split == "train" {
             args.phase_shifts
         } else {
             1
         };
-        for u in &utterances {
-            let ids: Vec<(usize, String)> = (0..shifts)
-                .map(|s| match s {
-                    0 => (0, u.id.clone()),
-                    s => (
-                        s,
-                        crate::phase_shift::shifted_id(&u.id, (s * config.feature_ms) as u32),
-                    ),
-                })
-                .filter(|(_, id)| !done.contains(id))
-                .collect();
-            if ids.is_empty() {
-                bar.inc(1);
-                continue;
-            }
-            let (f, dim) = store_features(&store, &u.id)?;
-            for (s, id) in ids {
-                let Some(shifted) = f.get(s * dim..).filter(|x| !x.is_empty()) else {
-                    continue; // shorter than the shift
-                };
-                let mut tokens = model
-                    .encode_features(&config, shifted, &device)
-                    .with_context(|| format!("encoding utterance {id}"))?;
-                tokens.truncate(n_q);
-                let frames = tokens[0].len();
-                writer.push(&id, Codes::new(n_q, frames, tokens.concat())?)?;
-                written += 1;
-            }
-            bar.inc(1);
-        }
+        let written = extract_split(
+            &model,
+            &config,
+            &store,
+            &utterances,
+            (n_q, grids),
+            &done,
+            &mut writer,
+            &bar,
+            &device,
+        )?;
         writer.finish()?;
         bar.finish();
         println!(
@@ -548,197 +414,48 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Scores of one row (original, vocoder on the original mel, or the first b streams).
-#[derive(Debug, Default, Serialize)]
-struct RowScore {
-    name: String,
-    streams: Option<usize>,
-    mcd_db: f64,
-    cer: f64,
-    forced_choice: f64,
-    /// The independent recogniser (`tools/asr_judge.py`) on the same audio, when set up.
-    asr: Option<voxspec_tts::AsrScore>,
-    #[serde(skip)]
-    errors: ErrorCounts,
-    #[serde(skip)]
-    identified: usize,
-    #[serde(skip)]
-    mcd_sum: f64,
-}
-
-impl RowScore {
-    /// The folder of this row's audio under --save-audio (and the judge's scratch folder).
-    fn folder(&self) -> String {
-        self.streams.map_or_else(
-            || self.name.replace(['(', ')', ' '], "_"),
-            |b| format!("b{b}"),
-        )
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct SoEvalReport {
-    codec: PathBuf,
-    vocoder: Option<PathBuf>,
-    teacher: PathBuf,
-    split: String,
-    utterances: usize,
-    audio_seconds: f64,
-    streams: usize,
-    frame_ms: usize,
-    quantizer: QuantizerKind,
-    forced_choice_candidates: usize,
-    forced_choice_chance: f64,
-    rows: Vec<RowScore>,
-}
-
-/// `codec eval` for a SoCodec: each test utterance is encoded (features from the CTC teacher
-/// run on its audio), and decoded from the first b streams for b = 1..S with the utterance's
-/// own voice; rows for the original and for the vocoder on the original mel (the renderer's
-/// ceiling). MCD against the original, CTC-teacher CER and forced choice.
-pub(crate) fn eval(
-    args: &crate::codec_eval::EvalArgs,
-    vocoder: &Path,
-    griffin_lim: bool,
-) -> anyhow::Result<()> {
+/// `codec eval` for a SoCodec (`voxspec_eval::socodec`): the table of MCD, CER and forced
+/// choice of the original, the vocoder on the original mel, and the first b streams.
+pub(crate) fn eval(args: &EvalArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
     let teacher = feature_teacher(&args.teacher, &config, &device)?;
-    let manifest = args.data.join(format!("{}.jsonl", args.split));
-    let mut utterances =
-        read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
-    let set = ForcedChoice::new(
-        teacher.tokenizer(),
-        utterances.iter().map(|u| u.text.as_str()),
-        LengthNorm::default(),
-    )
-    .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
-    let set_texts: Vec<String> = utterances.iter().map(|u| u.text.clone()).collect();
-    if let Some(n) = args.max_utts {
-        utterances.truncate(n);
-    }
-    anyhow::ensure!(
-        !utterances.is_empty(),
-        "{} has no utterances",
-        manifest.display()
-    );
-    let rate = config.mel.sample_rate;
-    anyhow::ensure!(
-        teacher.sample_rate() == rate,
-        "the teacher reads {} Hz audio, the codec's mel is at {rate} Hz",
-        teacher.sample_rate()
-    );
-    let render = renderer(vocoder, griffin_lim, &config, &device)?;
-    let front = config.log_mel()?;
-    let mcd = McdConfig::new().init(rate)?;
-    let s = config.streams;
-    let mut rows: Vec<RowScore> = std::iter::once(("original".to_string(), None))
-        .chain(std::iter::once(("vocoder(original mel)".to_string(), None)))
-        .chain((1..=s).map(|b| (format!("first {b} stream(s)"), Some(b))))
-        .map(|(name, streams)| RowScore {
-            name,
-            streams,
-            ..Default::default()
-        })
-        .collect();
+    let split = EvalSplit::read(&args.data, &args.split, args.max_utts, &teacher)?;
+    let render = renderer(&args.vocoder, args.griffin_lim, &config, &device)?;
     let asr = args.asr.judge()?;
     // The independent judge reads every clip with its transcript from a folder per row.
-    let judge_dir = asr.as_ref().map(|_| {
-        args.save_audio
-            .clone()
-            .unwrap_or_else(|| args.out.with_extension("audio"))
-    });
-    let bar = Bar::with_len(utterances.len() as u64, "SoCodec eval");
-    let mut seconds = 0.0;
-    for u in &utterances {
-        let original =
-            read_audio(Path::new(&u.path), rate).with_context(|| format!("utterance {}", u.id))?;
-        let original_audio = voxspec_audio::Audio::new(original.clone(), rate);
-        seconds += original.len() as f64 / f64::from(rate);
-        let features = teacher_features(&teacher, &original)?;
-        let tokens = model.encode_features(&config, &features, &device)?;
-        let voice = model
-            .voice(&config, &original, &device)
-            .with_context(|| format!("the voice of utterance {}", u.id))?;
-        let mel = front.compute(&original);
-        let mut waves = vec![
-            original.clone(),
-            render.render(&mel, mel.len() / config.mel.n_mels)?,
-        ];
-        for b in 1..=s {
-            let (m, frames) = model.decode_tokens(&config, &tokens[..b], voice.clone(), &device)?;
-            let mut w = render.render(&m, frames)?;
-            w.truncate(original.len());
-            waves.push(w);
-        }
-        if let Some(dir) = judge_dir.as_ref().or(args.save_audio.as_ref()) {
-            for (row, w) in rows.iter().zip(&waves) {
-                let sub = dir.join(row.folder());
-                std::fs::create_dir_all(&sub)
-                    .with_context(|| format!("creating {}", sub.display()))?;
-                voxspec_audio::write_wav(
-                    &sub.join(format!("{}.wav", u.id)),
-                    &voxspec_audio::Audio::new(w.clone(), rate),
-                    voxspec_audio::WavFormat::Pcm16,
-                )?;
-                if judge_dir.is_some() {
-                    voxspec_data::write_atomic(
-                        &sub.join(format!("{}.txt", u.id)),
-                        u.text.as_bytes(),
-                    )?;
-                }
-            }
-        }
-        let own = set
-            .position(teacher.tokenizer(), &u.text)?
-            .with_context(|| format!("utterance {} is not a candidate", u.id))?;
-        let refs: Vec<&[f32]> = waves.iter().map(Vec::as_slice).collect();
-        let verdicts = teacher.forced_choice(&set, &refs, &vec![own; refs.len()])?;
-        for (i, (row, v)) in rows.iter_mut().zip(verdicts).enumerate() {
-            row.errors += v.errors;
-            row.identified += usize::from(v.choice.identified);
-            if i > 0 {
-                row.mcd_sum += mcd
-                    .distortion(
-                        &original_audio,
-                        &voxspec_audio::Audio::new(waves[i].clone(), rate),
-                    )?
-                    .db;
-            }
-        }
-        bar.inc(1);
-    }
-    bar.finish();
-    if let (Some(judge), Some(dir)) = (&asr, &judge_dir) {
-        let candidates = dir.join("candidates.txt");
-        crate::asr_judge::write_candidates(&candidates, set_texts.iter().map(String::as_str))?;
-        for row in &mut rows {
-            let name = row.folder();
-            eprintln!("independent recogniser: {}", row.name);
-            row.asr = Some(judge.score_dir(
-                &dir.join(&name),
-                &candidates,
-                &dir.join(format!("{name}.asr.json")),
-                rayon::current_num_threads(),
-            )?);
-        }
-    }
-    let n = utterances.len() as f64;
-    for row in &mut rows {
-        row.cer = row.errors.rate();
-        row.forced_choice = row.identified as f64 / n;
-        row.mcd_db = row.mcd_sum / n;
-    }
+    let audio_dir = match &asr {
+        Some(_) => Some(
+            args.save_audio
+                .clone()
+                .unwrap_or_else(|| args.out.with_extension("audio")),
+        ),
+        None => args.save_audio.clone(),
+    };
+    let settings = SoCodecEvalSettings {
+        codec_dir: &args.codec,
+        vocoder_dir: (!args.griffin_lim).then_some(args.vocoder.as_path()),
+        teacher_dir: &args.teacher,
+        audio_dir: audio_dir.as_deref(),
+        judge: asr.as_ref(),
+    };
+    let report = evaluate_socodec(
+        &model,
+        &config,
+        &teacher,
+        &render,
+        &split,
+        &settings,
+        &Bar::new(),
+        &device,
+    )?;
     println!(
-        "\n{} utterances, {seconds:.1} s; SoCodec {} streams at {} ms ({:?})\n",
-        utterances.len(),
-        s,
-        config.frame_ms,
-        config.quantizer
+        "\n{} utterances, {:.1} s; SoCodec {} streams at {} ms ({:?})\n",
+        report.utterances, report.audio_seconds, report.streams, report.frame_ms, report.quantizer
     );
     println!("| audio | MCD (dB) | CER (%) | ID (%) | WER, ASR (%) | ID, ASR (%) |");
     println!("|---|---:|---:|---:|---:|---:|");
-    for (i, row) in rows.iter().enumerate() {
+    for (i, row) in report.rows.iter().enumerate() {
         let mcd = if i == 0 {
             "–".to_string()
         } else {
@@ -763,24 +480,10 @@ pub(crate) fn eval(
     }
     println!(
         "\nID: forced choice among all {} transcripts of the split; chance = {:.1} %.",
-        set.len(),
-        100.0 * set.chance()
+        report.forced_choice_candidates,
+        100.0 * report.forced_choice_chance
     );
-    let report = SoEvalReport {
-        codec: args.codec.clone(),
-        vocoder: (!griffin_lim).then(|| vocoder.to_path_buf()),
-        teacher: args.teacher.clone(),
-        split: args.split.clone(),
-        utterances: utterances.len(),
-        audio_seconds: seconds,
-        streams: s,
-        frame_ms: config.frame_ms,
-        quantizer: config.quantizer,
-        forced_choice_candidates: set.len(),
-        forced_choice_chance: set.chance(),
-        rows,
-    };
-    voxspec_data::write_atomic(&args.out, &serde_json::to_vec_pretty(&report)?)?;
+    write_report(&args.out, &report)?;
     println!("report: {}", args.out.display());
     Ok(())
 }
@@ -823,7 +526,7 @@ struct ReadReport {
 }
 
 pub(crate) fn plot_streams(args: StreamsPlotArgs) -> anyhow::Result<()> {
-    use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
+    use voxspec_eval::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
     anyhow::ensure!(
         args.labels.is_empty() || args.labels.len() == args.reports.len(),
         "{} --label for {} --report",

@@ -14,6 +14,7 @@ use voxspec_teacher::{
     SemanticTeacher,
 };
 
+use crate::common::{is_ctc_dir, load_ctc_teacher};
 use crate::progress::Bar;
 use crate::train_cmd::score_manifest;
 
@@ -173,14 +174,6 @@ fn layer_name(layer: LayerSelection) -> String {
 }
 
 /// Whether `dir/config.json` names a CTC teacher.
-fn is_ctc_dir(dir: &Path) -> anyhow::Result<bool> {
-    let path = dir.join("config.json");
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let json: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON", path.display()))?;
-    Ok(json.get("kind").and_then(|k| k.as_str()) == Some(CTC_KIND))
-}
-
 fn load_teacher(
     dir: &Path,
     layer: Option<&str>,
@@ -320,18 +313,6 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     }
     println!("features: {}", args.out.display());
     Ok(())
-}
-
-/// Loads a CTC teacher directory (`voxspec train ctc` output), refusing other kinds.
-pub(crate) fn load_ctc_teacher(dir: &Path, device: &Device) -> anyhow::Result<CtcTeacher> {
-    anyhow::ensure!(
-        is_ctc_dir(dir)?,
-        "{} is not a CTC teacher (config.json has no \"kind\": \"ctc\"); only CTC teachers \
-         transcribe",
-        dir.display()
-    );
-    CtcTeacher::load(dir, device)
-        .with_context(|| format!("loading the CTC teacher {}", dir.display()))
 }
 
 fn transcribe(args: TranscribeArgs) -> anyhow::Result<()> {

@@ -1,16 +1,13 @@
 //! `voxspec train <model>`: training runs through the one training loop. `ctc` trains the
 //! supervised CTC teacher; the language models add their own subcommands here.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::Instant;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
-use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance, read_manifest};
+use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance};
 use voxspec_teacher::LayerSelection;
 use voxspec_teacher::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
@@ -18,7 +15,7 @@ use voxspec_teacher::ctc::{
 use voxspec_train::Trainer;
 
 use crate::progress::Bar;
-use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
+use crate::train_loop::{LoopArgs, StepBar};
 
 #[derive(Debug, Subcommand)]
 pub enum TrainCommand {
@@ -31,7 +28,7 @@ pub enum TrainCommand {
     /// Fine-tune a draft model cut from a trained AR model's layers.
     Draft(crate::train_lm::DraftArgs),
     /// Train the delayed multi-stream LM on a SoCodec-style codec's tokens.
-    Multistream(crate::train_ms::MultiStreamArgs),
+    Multistream(crate::train_multistream::MultiStreamArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -109,52 +106,23 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
         TrainCommand::Mtp(args) => crate::train_lm::mtp(args),
         TrainCommand::Nar(args) => crate::train_lm::nar(args),
         TrainCommand::Draft(args) => crate::train_lm::draft(args),
-        TrainCommand::Multistream(args) => crate::train_ms::multistream(args),
+        TrainCommand::Multistream(args) => crate::train_multistream::multistream(args),
     }
-}
-
-/// The utterances of `<data>/<split>.jsonl`; a missing manifest is an error when `required`,
-/// else no utterances.
-pub(crate) fn read_split(
-    data: &Path,
-    split: &str,
-    required: bool,
-) -> anyhow::Result<Vec<Utterance>> {
-    let path = data.join(format!("{split}.jsonl"));
-    if !path.is_file() && !required {
-        return Ok(Vec::new());
-    }
-    read_manifest(&path).with_context(|| format!("reading the {split} manifest"))
 }
 
 fn ctc(args: CtcArgs) -> anyhow::Result<()> {
-    let train = read_split(&args.data, "train", true)?;
+    let train = voxspec_data::read_split(&args.data, "train")?;
     anyhow::ensure!(
         !train.is_empty(),
         "{} has no utterances",
         args.data.join("train.jsonl").display()
     );
-    let dev = read_split(&args.data, "dev", false)?;
+    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let tokenizer_file = args.out.join("tokenizer.json");
-    let start = voxspec_train::open_run::<RunFile>(&args.out, "ctc", args.train.resume)?;
-    let (tokenizer, run) = if let voxspec_train::RunStart::Resume(run) = start {
-        if run.preset != args.preset {
-            tracing::warn!(
-                saved = ?run.preset,
-                given = ?args.preset,
-                "--preset ignored: resuming with the run's saved model"
-            );
-        }
-        (TextTokenizer::load(&tokenizer_file)?, run)
-    } else {
-        if args.train.resume {
-            tracing::warn!(
-                "--resume: no checkpoint in {}, starting a new run",
-                args.out.display()
-            );
-        }
+    let mut trained = None;
+    let run = voxspec_train::resume_or_start(&args.out, "ctc", args.train.resume, || {
         let tokenizer = TextTokenizer::train(
             train.iter().map(|u| u.text.as_str()),
             TokenizerKind::Char,
@@ -162,6 +130,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         )?;
         tokenizer.save(&tokenizer_file)?;
         let vocab = tokenizer.vocab_size();
+        trained = Some(tokenizer);
         let model = match args.preset {
             Preset::Tiny => CtcModelConfig::tiny(vocab),
             Preset::Small => CtcModelConfig::small(vocab),
@@ -172,12 +141,22 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
             .with_max_batch_frames(args.max_frames)
             .with_seed(args.train.seed)
             .with_spec_augment((!args.no_spec_augment).then(SpecAugmentConfig::new));
-        let run = RunFile {
+        anyhow::Ok(RunFile {
             preset: args.preset,
             task,
-        };
-        voxspec_train::save_run_settings(&args.out, "ctc", &run)?;
-        (tokenizer, run)
+        })
+    })?;
+    if run.resumed && run.settings.preset != args.preset {
+        tracing::warn!(
+            saved = ?run.settings.preset,
+            given = ?args.preset,
+            "--preset ignored: resuming with the run's saved model"
+        );
+    }
+    let run = run.settings;
+    let tokenizer = match trained {
+        Some(tokenizer) => tokenizer,
+        None => TextTokenizer::load(&tokenizer_file)?,
     };
     let model_config = run.task.model.clone();
     let frontend = run.task.frontend.clone();
@@ -217,16 +196,14 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
 
     let config = args.train.config(5.0);
     let devices = crate::device::training();
-    let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone())?;
     let trainer = Trainer::new(config, task, &args.out, &devices[0])
         .with_devices(&devices)
-        .with_stop_flag(stop);
-    let started = Instant::now();
+        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
     let mut observer = StepBar::new(args.train.steps);
-    let outcome = trainer.run(&mut observer)?;
+    let finished = trainer.run_timed(&mut observer)?;
     observer.bar.finish_and_clear();
-    let seconds = started.elapsed().as_secs_f64();
+    let summary = finished.to_string();
+    let voxspec_train::Finished { outcome, seconds } = finished;
 
     let model = outcome.model.valid();
     let teacher = CtcTeacher::new(
@@ -237,19 +214,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         LayerSelection::Index(feature_layer),
     )?;
     teacher.save(&args.out)?;
-    if outcome.stopped {
-        println!(
-            "stopped at step {} after {:.0} s; checkpoint {}; continue with --resume",
-            outcome.step,
-            seconds,
-            outcome
-                .last_checkpoint
-                .as_ref()
-                .map_or_else(|| "none".into(), |p| p.display().to_string())
-        );
-    } else {
-        println!("trained {} steps in {:.0} s", outcome.step, seconds);
-    }
+    println!("{summary}");
     println!("model: {}", args.out.join("model.safetensors").display());
     if dev.is_empty() {
         println!("no dev split: no CER computed");

@@ -7,9 +7,6 @@
 //! settings for `--resume`.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::Instant;
 
 use anyhow::Context;
 use burn::data::dataset::Dataset;
@@ -24,9 +21,9 @@ use voxspec_mtp::{
     AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
     NarTaskConfig, NarTrackConfig, load_mtp, save_mtp, save_nar,
 };
-use voxspec_train::{RunStart, TrainConfig, TrainTask, Trainer};
+use voxspec_train::{TrainConfig, TrainTask, Trainer};
 
-use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
+use crate::train_loop::{LoopArgs, StepBar};
 
 /// Model sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -165,7 +162,7 @@ pub(crate) fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
     let mut splits = Vec::new();
     let mut meta = None;
     for split in ["train", "dev"] {
-        let utts = crate::train_cmd::read_split(&common.data, split, false)?;
+        let utts = voxspec_data::read_split_if_present(&common.data, split)?;
         if utts.is_empty() {
             anyhow::ensure!(
                 split != "train",
@@ -210,25 +207,10 @@ pub(crate) fn run_settings<T: Serialize + DeserializeOwned>(
     kind: &str,
     settings: T,
 ) -> anyhow::Result<T> {
-    match voxspec_train::open_run(&common.out, kind, common.train.resume)? {
-        RunStart::Resume(saved) => {
-            tracing::info!(
-                "resuming with the settings saved in {}",
-                common.out.display()
-            );
-            Ok(saved)
-        }
-        RunStart::New { resume_ignored } => {
-            if resume_ignored {
-                tracing::warn!(
-                    "--resume: no checkpoint in {}, starting a new run",
-                    common.out.display()
-                );
-            }
-            voxspec_train::save_run_settings(&common.out, kind, &settings)?;
-            Ok(settings)
-        }
-    }
+    let run = voxspec_train::resume_or_start(&common.out, kind, common.train.resume, || {
+        anyhow::Ok(settings)
+    })?;
+    Ok(run.settings)
 }
 
 pub(crate) fn bucket(common: &LmCommon, shuffle: bool) -> BucketConfig {
@@ -255,8 +237,7 @@ pub(crate) fn train<T: TrainTask>(
     freeze: Vec<String>,
     devices: &[Device],
 ) -> anyhow::Result<(T::Model, bool)> {
-    let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone())?;
+    let stop = voxspec_train::stop_on_ctrl_c()?;
     if devices.len() > 1 {
         println!(
             "data-parallel on {}: {} batches per step",
@@ -267,19 +248,11 @@ pub(crate) fn train<T: TrainTask>(
     let trainer = Trainer::new(train_config(common, freeze), task, &common.out, &devices[0])
         .with_devices(devices)
         .with_stop_flag(stop);
-    let started = Instant::now();
     let mut observer = StepBar::new(common.train.steps);
-    let outcome = trainer.run(&mut observer)?;
+    let finished = trainer.run_timed(&mut observer)?;
     observer.bar.finish_and_clear();
-    let seconds = started.elapsed().as_secs_f64();
-    if outcome.stopped {
-        println!(
-            "stopped at step {} after {seconds:.0} s; continue with --resume",
-            outcome.step
-        );
-    } else {
-        println!("trained {} steps in {seconds:.0} s", outcome.step);
-    }
+    println!("{finished}");
+    let outcome = finished.outcome;
     Ok((outcome.model.valid(), !outcome.stopped))
 }
 

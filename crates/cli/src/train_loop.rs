@@ -1,12 +1,10 @@
 //! The training-loop flags every `voxspec train` command and `voxspec codec train` share
-//! ([`LoopArgs`], flattened into each), the Ctrl-C handler and the step progress bar.
+//! ([`LoopArgs`], flattened into each) and the step progress bar; the run settings, `--resume`
+//! and Ctrl-C are `voxspec_train::resumable`'s.
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use voxspec_train::{LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver};
@@ -69,18 +67,6 @@ impl LoopArgs {
             ..TrainConfig::default()
         }
     }
-}
-
-/// First Ctrl-C: raise the stop flag (checkpoint after this step); second: exit at once.
-pub(crate) fn install_ctrl_c(stop: Arc<AtomicBool>) -> anyhow::Result<()> {
-    ctrlc::set_handler(move || {
-        if stop.swap(true, Ordering::SeqCst) {
-            eprintln!("interrupted again: exiting without a checkpoint");
-            std::process::exit(130);
-        }
-        eprintln!("stopping after this step (checkpoint and model will be written)...");
-    })
-    .context("installing the Ctrl-C handler")
 }
 
 /// The training progress bar: steps, ETA, the latest loss and dev CER.
@@ -179,5 +165,28 @@ impl TrainObserver for StepBar {
 
     fn on_checkpoint(&mut self, step: usize, dir: &Path) {
         tracing::debug!(step, dir = %dir.display(), "checkpoint");
+    }
+}
+
+/// The step bar with codec validation lines (losses, no error rate).
+pub(crate) struct CodecBar(pub(crate) StepBar);
+
+impl TrainObserver for CodecBar {
+    fn on_step(&mut self, report: &StepReport) {
+        self.0.on_step(report);
+    }
+
+    fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
+        let parts: Vec<String> = values.iter().map(|(k, v)| format!("{k} {v:.4}")).collect();
+        let line = format!("step {step}: dev {}", parts.join(", "));
+        if self.0.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.0.bar.println(line);
+        }
+    }
+
+    fn on_checkpoint(&mut self, step: usize, dir: &Path) {
+        self.0.on_checkpoint(step, dir);
     }
 }

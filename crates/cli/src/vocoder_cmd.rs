@@ -6,8 +6,6 @@
 //! `model`) and `model.safetensors`, loaded strictly.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -17,16 +15,14 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
 use voxspec_codec::vocoder::{
-    GriffinLimConfig, Vocoder, VocoderLossConfig, VocoderTask, VocosConfig, WaveSegments,
-    griffin_lim_resynthesize, save_vocoder,
+    VocoderLossConfig, VocoderTask, VocosConfig, WaveSegments, save_vocoder,
 };
 use voxspec_data::{Progress, Utterance};
 use voxspec_train::Trainer;
 
-use crate::codec_cmd::read_audio;
+use crate::common::{load_vocoder, read_audio};
 use crate::progress::Bar;
-use crate::train_cmd::read_split;
-use crate::train_loop::{LoopArgs, StepBar, install_ctrl_c};
+use crate::train_loop::{LoopArgs, StepBar};
 
 /// The vocoder subcommands (each one's help comes from its arguments' documentation).
 #[derive(Debug, Subcommand)]
@@ -166,36 +162,6 @@ pub fn run(cmd: VocoderCommand) -> anyhow::Result<()> {
     }
 }
 
-/// Loads a vocoder model directory written by `vocoder train`.
-pub(crate) fn load_vocoder(dir: &Path) -> anyhow::Result<Vocoder> {
-    anyhow::ensure!(
-        dir.is_dir(),
-        "the vocoder directory {} does not exist",
-        dir.display()
-    );
-    let device = crate::device::single()?;
-    Vocoder::load(dir, &device).with_context(|| format!("loading the vocoder {}", dir.display()))
-}
-
-/// Resynthesis with the vocoder or with Griffin-Lim on the vocoder's mel settings.
-pub(crate) fn resynthesize(
-    vocoder: &Vocoder,
-    griffin_lim: bool,
-    samples: &[f32],
-) -> anyhow::Result<Vec<f32>> {
-    let rate = vocoder.config().sample_rate;
-    Ok(if griffin_lim {
-        griffin_lim_resynthesize(
-            vocoder.config(),
-            samples,
-            rate,
-            &GriffinLimConfig::default(),
-        )?
-    } else {
-        vocoder.resynthesize(samples, rate)?
-    })
-}
-
 /// What `--resume` needs besides the checkpoint: the task settings of the run.
 #[derive(Debug, Serialize, Deserialize)]
 struct RunFile {
@@ -229,27 +195,14 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         args.segment.is_finite() && args.segment > 0.0,
         "--segment must be positive"
     );
-    let train = read_split(&args.data, "train", true)?;
+    let train = voxspec_data::read_split(&args.data, "train")?;
     anyhow::ensure!(
         !train.is_empty(),
         "{} has no utterances",
         args.data.join("train.jsonl").display()
     );
-    let dev = read_split(&args.data, "dev", false)?;
-    let start = voxspec_train::open_run::<RunFile>(&args.out, "vocoder", args.train.resume)?;
-    let run = if let voxspec_train::RunStart::Resume(run) = start {
-        if run.preset != args.preset {
-            tracing::warn!(saved = ?run.preset, given = ?args.preset,
-                "--preset ignored: resuming with the run's saved model");
-        }
-        run
-    } else {
-        if args.train.resume {
-            tracing::warn!(
-                "--resume: no checkpoint in {}, starting a new run",
-                args.out.display()
-            );
-        }
+    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    let run = voxspec_train::resume_or_start(&args.out, "vocoder", args.train.resume, || {
         let model = match &args.init {
             Some(dir) => load_vocoder(dir)?.config().clone(),
             None => args.preset.config(),
@@ -257,7 +210,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         model.validate()?;
         let segment_frames =
             ((args.segment * f64::from(model.sample_rate)) as usize / model.hop_length).max(1);
-        let run = RunFile {
+        anyhow::Ok(RunFile {
             preset: args.preset,
             model,
             loss: VocoderLossConfig {
@@ -267,10 +220,13 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             segment_frames,
             batch_size: args.train.batch,
             data_seed: args.train.seed,
-        };
-        voxspec_train::save_run_settings(&args.out, "vocoder", &run)?;
-        run
-    };
+        })
+    })?;
+    if run.resumed && run.settings.preset != args.preset {
+        tracing::warn!(saved = ?run.settings.preset, given = ?args.preset,
+            "--preset ignored: resuming with the run's saved model");
+    }
+    let run = run.settings;
     let config = run.model.clone();
     let rate = config.sample_rate;
     let train_waves = load_waves(&train, rate, "train audio")?;
@@ -312,24 +268,15 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     );
     let device = crate::device::single()?;
     let loop_config = args.train.config(5.0);
-    let stop = Arc::new(AtomicBool::new(false));
-    install_ctrl_c(stop.clone())?;
-    let trainer = Trainer::new(loop_config, task, &args.out, &device).with_stop_flag(stop);
-    let started = Instant::now();
+    let trainer = Trainer::new(loop_config, task, &args.out, &device)
+        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
     let mut observer = StepBar::new(args.train.steps);
-    let outcome = trainer.run(&mut observer)?;
+    let finished = trainer.run_timed(&mut observer)?;
     observer.bar.finish_and_clear();
-    let seconds = started.elapsed().as_secs_f64();
-    let model = outcome.model.valid().generator;
+    let summary = finished.to_string();
+    let model = finished.outcome.model.valid().generator;
     save_vocoder(&args.out, &config, &model)?;
-    if outcome.stopped {
-        println!(
-            "stopped at step {} after {seconds:.0} s; continue with --resume",
-            outcome.step
-        );
-    } else {
-        println!("trained {} steps in {seconds:.0} s", outcome.step);
-    }
+    println!("{summary}");
     println!(
         "vocoder: {} ({} mels at {} frames/s, {rate} Hz)",
         args.out.display(),
@@ -353,7 +300,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
         let samples = read_audio(input, rate)?;
         anyhow::ensure!(!samples.is_empty(), "{} holds no samples", input.display());
         let started = Instant::now();
-        let wave = resynthesize(&vocoder, args.griffin_lim, &samples)
+        let wave = voxspec_eval::vocoder::resynthesize(&vocoder, args.griffin_lim, &samples)
             .with_context(|| format!("resynthesising {}", input.display()))?;
         let seconds = started.elapsed().as_secs_f64();
         let stem = input

@@ -1,32 +1,19 @@
-//! `voxspec vocoder eval`: analysis–resynthesis quality of a vocoder on a split of a prepared
-//! corpus against Griffin-Lim on the same log-mel — mel-cepstral distortion (all and voiced
+//! `voxspec vocoder eval` (computed by `voxspec_eval::vocoder`): analysis–resynthesis quality of
+//! a vocoder on a split of a prepared corpus against Griffin-Lim on the same log-mel — mel-cepstral distortion (all and voiced
 //! frames), F0 and voicing errors, the CTC teacher's character error rate and forced-choice
 //! sentence identification, the independent recogniser's WER and forced choice, real-time
 //! factors, and optionally the three sets of clips as directories `voxspec eval
 //! intelligibility --dir` reads.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use serde::Serialize;
-use voxspec_audio::{Audio, PitchConfig, WavFormat};
-use voxspec_codec::{McdConfig, VocosConfig, VoicedMetrics, VoicedScore};
-use voxspec_data::{Progress, Utterance, read_manifest};
-use voxspec_teacher::ctc::{CtcTeacher, ForcedChoice, LengthNorm};
-use voxspec_teacher::{ErrorCounts, SemanticTeacher};
-use voxspec_tts::AsrScore;
+use voxspec_eval::{EvalSplit, VocoderEvalSettings, evaluate_vocoder, write_report};
+use voxspec_teacher::SemanticTeacher;
 
-use crate::codec_cmd::read_audio;
-use crate::codec_eval::{MCD_DEFINITION, at_rate};
-use crate::eval_cmd::DEFAULT_TEACHER;
+use crate::common::{DEFAULT_TEACHER, load_ctc_teacher, load_vocoder};
 use crate::progress::Bar;
-use crate::teacher_cmd::load_ctc_teacher;
-use crate::vocoder_cmd::{load_vocoder, resynthesize};
-
-/// The three versions of each utterance, in report order.
-const SYSTEMS: [&str; 3] = ["original", "vocoder", "griffin_lim"];
 
 /// Resynthesis quality of a vocoder on one split of a prepared corpus, against Griffin-Lim.
 ///
@@ -72,135 +59,13 @@ pub struct EvalArgs {
     asr: crate::asr_judge::AsrArgs,
 }
 
-/// Scores of one utterance.
-#[derive(Debug, Serialize)]
-struct UtteranceScore {
-    id: String,
-    seconds: f64,
-    mcd_vocoder_db: f64,
-    mcd_griffin_lim_db: f64,
-    /// Voiced-frame scores of the vocoder and Griffin-Lim audio.
-    voiced: [VoicedScore; 2],
-    reference: String,
-    /// Teacher transcripts of original, vocoder and Griffin-Lim audio.
-    hypotheses: [String; 3],
-    /// CERs of original, vocoder and Griffin-Lim audio.
-    cer: [f64; 3],
-    /// Forced-choice rank of the own transcript (1 = identified) for each.
-    rank: [usize; 3],
-}
-
-/// Results of one system over the split.
-#[derive(Debug, Serialize)]
-struct SystemReport {
-    /// Mean over utterances of the mean per-frame MCD (dB); `None` for the original.
-    mcd_db: Option<f64>,
-    /// Corpus CER (total edits / total reference characters).
-    cer: f64,
-    /// Forced-choice accuracy: identified utterances / utterances.
-    forced_choice: f64,
-    /// Seconds of computation per second of audio; `None` for the original.
-    real_time_factor: Option<f64>,
-    /// Frames voiced in the original, pooled over utterances; `None` for the original.
-    voiced: Option<VoicedScore>,
-    /// The independent recogniser's scores (when it ran).
-    asr: Option<AsrScore>,
-}
-
-/// The JSON report.
-#[derive(Debug, Serialize)]
-struct EvalReport {
-    vocoder: PathBuf,
-    vocoder_config: VocosConfig,
-    teacher: PathBuf,
-    manifest: PathBuf,
-    split: String,
-    utterances: usize,
-    audio_seconds: f64,
-    sample_rate: u32,
-    griffin_lim: &'static str,
-    mcd_definition: &'static str,
-    mcd_config: McdConfig,
-    reference_chars: usize,
-    forced_choice_candidates: usize,
-    forced_choice_chance: f64,
-    original: SystemReport,
-    vocoder_resynthesis: SystemReport,
-    griffin_lim_resynthesis: SystemReport,
-    per_utterance: Vec<UtteranceScore>,
-}
-
-/// Teacher verdicts of the three versions: transcripts, character errors, ranks, identified.
-type Verdicts = ([String; 3], [ErrorCounts; 3], [usize; 3], [bool; 3]);
-
-fn judge(
-    teacher: &CtcTeacher,
-    set: &ForcedChoice,
-    own: usize,
-    versions: &[Audio; 3],
-) -> anyhow::Result<Verdicts> {
-    let rate = teacher.sample_rate();
-    let waves = versions
-        .iter()
-        .map(|a| at_rate(a, rate))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let refs: Vec<&[f32]> = waves.iter().map(Vec::as_slice).collect();
-    let verdicts = teacher.forced_choice(set, &refs, &[own; 3])?;
-    let [a, b, c]: [_; 3] = verdicts
-        .try_into()
-        .map_err(|v: Vec<_>| anyhow::anyhow!("{} verdicts for 3 waveforms", v.len()))?;
-    let v = [a, b, c];
-    Ok((
-        v.clone().map(|v| v.hypothesis),
-        v.clone().map(|v| v.errors),
-        v.clone().map(|v| v.choice.rank),
-        v.map(|v| v.choice.identified),
-    ))
-}
-
-/// Writes `<dir>/<system>/<id>.wav` and `<id>.txt` for the three versions.
-fn save(dir: &Path, u: &Utterance, versions: &[Audio; 3]) -> anyhow::Result<()> {
-    for (system, audio) in SYSTEMS.iter().zip(versions) {
-        let sub = dir.join(system);
-        std::fs::create_dir_all(&sub).with_context(|| format!("creating {}", sub.display()))?;
-        voxspec_audio::write_wav(&sub.join(format!("{}.wav", u.id)), audio, WavFormat::Pcm16)?;
-        let txt = sub.join(format!("{}.txt", u.id));
-        std::fs::write(&txt, format!("{}\n", u.text))
-            .with_context(|| format!("writing {}", txt.display()))?;
-    }
-    Ok(())
-}
-
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.limit != Some(0), "--limit must be at least 1");
     let device = crate::device::single()?;
     let vocoder = load_vocoder(&args.vocoder)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
-    let manifest = args.data.join(format!("{}.jsonl", args.split));
-    let mut utterances =
-        read_manifest(&manifest).with_context(|| format!("reading the {} manifest", args.split))?;
-    // Forced choice among every transcript of the split, before --limit cuts it.
-    let set = ForcedChoice::new(
-        teacher.tokenizer(),
-        utterances.iter().map(|u| u.text.as_str()),
-        LengthNorm::default(),
-    )
-    .with_context(|| format!("the candidate sentences of {}", manifest.display()))?;
-    // The independent recogniser chooses among the same transcripts.
-    let all_texts: Vec<String> = utterances.iter().map(|u| u.text.clone()).collect();
-    if let Some(n) = args.limit {
-        utterances.truncate(n);
-    }
-    anyhow::ensure!(
-        !utterances.is_empty(),
-        "{} has no utterances",
-        manifest.display()
-    );
+    let split = EvalSplit::read(&args.data, &args.split, args.limit, &teacher)?;
     let config = vocoder.config().clone();
-    let rate = config.sample_rate;
-    let mcd_config = McdConfig::new();
-    let mcd = mcd_config.init(rate)?;
-    let voiced = VoicedMetrics::new(mcd.clone(), PitchConfig::default())?;
     let asr_judge = args.asr.judge()?;
     // The judge reads the clips from folders: --audio-dir, or a temporary one.
     let scratch = match (&asr_judge, &args.audio_dir) {
@@ -212,139 +77,26 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         .clone()
         .or_else(|| scratch.as_ref().map(|d| d.path().to_path_buf()));
     println!(
-        "vocoder {}: {} mels, hop {} at {rate} Hz; teacher {} at {} Hz; {} {} utterances",
+        "vocoder {}: {} mels, hop {} at {} Hz; teacher {} at {} Hz; {} {} utterances",
         args.vocoder.display(),
         config.n_mels,
         config.hop_length,
+        config.sample_rate,
         args.teacher.display(),
         teacher.sample_rate(),
-        utterances.len(),
+        split.utterances.len(),
         args.split
     );
-
-    let bar = Bar::with_len(utterances.len() as u64, "vocoder eval");
-    let mut scores = Vec::with_capacity(utterances.len());
-    let mut totals = [ErrorCounts::default(); 3];
-    let mut identified = [0usize; 3];
-    let mut compute = [0.0f64; 2]; // vocoder, Griffin-Lim seconds
-    for u in &utterances {
-        let samples =
-            read_audio(Path::new(&u.path), rate).with_context(|| format!("utterance {}", u.id))?;
-        anyhow::ensure!(!samples.is_empty(), "utterance {} has no samples", u.id);
-        let mut outs = Vec::with_capacity(2);
-        for (i, gl) in [false, true].into_iter().enumerate() {
-            let started = Instant::now();
-            outs.push(
-                resynthesize(&vocoder, gl, &samples)
-                    .with_context(|| format!("resynthesising utterance {}", u.id))?,
-            );
-            compute[i] += started.elapsed().as_secs_f64();
-        }
-        let (Some(gl), Some(voc)) = (outs.pop(), outs.pop()) else {
-            anyhow::bail!("resynthesis returned nothing for utterance {}", u.id);
-        };
-        let versions = [
-            Audio::new(samples, rate),
-            Audio::new(voc, rate),
-            Audio::new(gl, rate),
-        ];
-        let mcd_voc = mcd.distortion(&versions[0], &versions[1])?.db;
-        let mcd_gl = mcd.distortion(&versions[0], &versions[2])?.db;
-        let voiced_scores = [
-            voiced.score(&versions[0], &versions[1])?,
-            voiced.score(&versions[0], &versions[2])?,
-        ];
-        let own = set
-            .position(teacher.tokenizer(), &u.text)?
-            .with_context(|| format!("utterance {} is not a candidate", u.id))?;
-        let (hypotheses, counts, rank, hits) = judge(&teacher, &set, own, &versions)
-            .with_context(|| format!("scoring utterance {}", u.id))?;
-        if let Some(dir) = &audio_dir {
-            save(dir, u, &versions)?;
-        }
-        for i in 0..3 {
-            totals[i] += counts[i];
-            identified[i] += usize::from(hits[i]);
-        }
-        scores.push(UtteranceScore {
-            id: u.id.clone(),
-            seconds: versions[0].duration_secs(),
-            mcd_vocoder_db: mcd_voc,
-            mcd_griffin_lim_db: mcd_gl,
-            voiced: voiced_scores,
-            reference: teacher.normalize(&u.text)?,
-            hypotheses,
-            cer: counts.map(|c| c.rate()),
-            rank,
-        });
-        bar.inc(1);
+    if let Some(judge) = &asr_judge {
+        println!("independent recogniser: {}", judge.describe());
     }
-    bar.finish();
-
-    let n = scores.len() as f64;
-    let audio_seconds: f64 = scores.iter().map(|s| s.seconds).sum();
-    let mut asr: [Option<AsrScore>; 3] = [None, None, None];
-    if let (Some(asr_judge), Some(dir)) = (&asr_judge, &audio_dir) {
-        println!("independent recogniser: {}", asr_judge.describe());
-        let candidates = dir.join("candidates.txt");
-        crate::asr_judge::write_candidates(&candidates, all_texts.iter().map(String::as_str))?;
-        for (slot, system) in asr.iter_mut().zip(SYSTEMS) {
-            *slot = Some(asr_judge.score_dir(
-                &dir.join(system),
-                &candidates,
-                &dir.join(format!("{system}.asr.json")),
-                rayon::current_num_threads(),
-            )?);
-        }
-    }
-    let [asr_original, asr_vocoder, asr_griffin_lim] = asr;
-    let pooled =
-        |i: usize| VoicedScore::pool(&scores.iter().map(|s| s.voiced[i]).collect::<Vec<_>>());
-    let system = |i: usize,
-                  mcd: Option<f64>,
-                  rtf: Option<f64>,
-                  voiced: Option<VoicedScore>,
-                  asr: Option<AsrScore>| SystemReport {
-        mcd_db: mcd,
-        cer: totals[i].rate(),
-        forced_choice: identified[i] as f64 / n,
-        real_time_factor: rtf,
-        voiced,
-        asr,
+    let settings = VocoderEvalSettings {
+        vocoder_dir: &args.vocoder,
+        teacher_dir: &args.teacher,
+        audio_dir: audio_dir.as_deref(),
+        judge: asr_judge.as_ref(),
     };
-    let report = EvalReport {
-        vocoder: args.vocoder.clone(),
-        vocoder_config: config,
-        teacher: args.teacher.clone(),
-        manifest,
-        split: args.split.clone(),
-        utterances: scores.len(),
-        audio_seconds,
-        sample_rate: rate,
-        griffin_lim: "32 iterations of fast Griffin-Lim (momentum 0.99, zero initial phase) on \
-            the pseudo-inverse of the vocoder's mel filterbank",
-        mcd_definition: MCD_DEFINITION,
-        mcd_config,
-        reference_chars: totals[0].reference_len,
-        forced_choice_candidates: set.len(),
-        forced_choice_chance: set.chance(),
-        original: system(0, None, None, None, asr_original),
-        vocoder_resynthesis: system(
-            1,
-            Some(scores.iter().map(|s| s.mcd_vocoder_db).sum::<f64>() / n),
-            Some(compute[0] / audio_seconds),
-            Some(pooled(0)),
-            asr_vocoder,
-        ),
-        griffin_lim_resynthesis: system(
-            2,
-            Some(scores.iter().map(|s| s.mcd_griffin_lim_db).sum::<f64>() / n),
-            Some(compute[1] / audio_seconds),
-            Some(pooled(1)),
-            asr_griffin_lim,
-        ),
-        per_utterance: scores,
-    };
+    let report = evaluate_vocoder(&vocoder, &teacher, &split, &settings, &Bar::new())?;
     println!(
         "\n{} utterances, {:.1} s of audio\n",
         report.utterances, report.audio_seconds
@@ -398,7 +150,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         report.forced_choice_candidates,
         100.0 * report.forced_choice_chance
     );
-    voxspec_data::write_atomic(&args.out, &serde_json::to_vec_pretty(&report)?)?;
+    write_report(&args.out, &report)?;
     if let Some(dir) = &args.audio_dir {
         println!(
             "\naudio: {}/{{original,vocoder,griffin_lim}} (score with `voxspec eval \

@@ -50,6 +50,60 @@ pub enum CodecError {
     /// A streaming decode cannot go on (see `DecodeStream`).
     #[error("streaming decode: {0}")]
     Streaming(String),
+    /// An input cannot be used (empty audio, a negative code, ...).
+    #[error("{detail}")]
+    InvalidInput {
+        /// What is wrong.
+        detail: String,
+    },
+    /// A teacher feature store has no features for an utterance.
+    #[error("no teacher features for utterance {id}; rerun `voxspec teacher extract`")]
+    MissingFeatures {
+        /// The utterance id.
+        id: String,
+    },
+    /// Teacher features of another dimension than the codec reads.
+    #[error("utterance {id}: {found}-d teacher features, the codec reads {expected}")]
+    FeatureDim {
+        /// The utterance id.
+        id: String,
+        /// Their dimension.
+        found: usize,
+        /// The codec's.
+        expected: usize,
+    },
+    /// The audio of an utterance could not be read.
+    #[error("utterance {id}: {source}")]
+    Audio {
+        /// The utterance id.
+        id: String,
+        /// Why.
+        #[source]
+        source: voxspec_audio::AudioError,
+    },
+    /// An utterance's codes do not have the frames its audio and manifest say.
+    #[error("utterance {id}: {detail}")]
+    FrameCount {
+        /// The utterance id.
+        id: String,
+        /// The counts involved.
+        detail: String,
+    },
+    /// Encoding one utterance failed.
+    #[error("encoding utterance {id}: {source}")]
+    Utterance {
+        /// The utterance id.
+        id: String,
+        /// Why.
+        #[source]
+        source: Box<CodecError>,
+    },
+    /// A teacher feature store could not be read.
+    #[error(transparent)]
+    Teacher(#[from] voxspec_teacher::TeacherError),
+    /// A token store or manifest could not be read or written.
+    #[error(transparent)]
+    Data(#[from] voxspec_data::DataError),
     /// A checkpoint does not match its config: every missing, unexpected or wrongly shaped
     /// tensor is listed.
     #[error("{path} does not match its config ({} problem(s)):\n  {}", problems.len(), problems.join("\n  "))]
@@ -59,6 +113,16 @@ pub enum CodecError {
         /// One line per tensor at fault, naming it and the shapes.
         problems: Vec<String>,
     },
+}
+
+impl CodecError {
+    /// This error, as one of encoding utterance `id`.
+    pub fn of(self, id: &str) -> Self {
+        Self::Utterance {
+            id: id.to_string(),
+            source: Box::new(self),
+        }
+    }
 }
 
 /// Errors of the vocoder and Griffin-Lim (`crate::vocoder`).

@@ -362,6 +362,15 @@ pub fn read_split(out_dir: &Path, split: &str) -> Result<Vec<Utterance>> {
     read_manifest(&manifest_path(out_dir, split))
 }
 
+/// [`read_split`] for an optional split: no utterances when its manifest does not exist.
+pub fn read_split_if_present(out_dir: &Path, split: &str) -> Result<Vec<Utterance>> {
+    if manifest_path(out_dir, split).is_file() {
+        read_split(out_dir, split)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 /// One audio file found by the scan, before it is checked.
 #[derive(Debug, Clone)]
 struct Candidate {

@@ -63,6 +63,14 @@ pub enum DataError {
         /// What is wrong (tensor name, shape, dtype, value).
         detail: String,
     },
+    /// A codes file (`codec encode` output) is malformed.
+    #[error("codes file {path}: {detail}")]
+    CodesFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (format, tensor name, shape, dtype).
+        detail: String,
+    },
     /// A tokenizer could not be trained, loaded, saved or applied.
     #[error("tokenizer{}: {detail}", path.as_ref().map(|p| format!(" {}", p.display())).unwrap_or_default())]
     Tokenizer {

@@ -8,9 +8,12 @@
 //! - [`phones`], [`g2p`]: the phone set and English grapheme-to-phoneme (CMUdict + rules);
 //! - [`sentences`]: long texts cut into sentences (and over-long sentences into clauses);
 //! - [`token_store`]: codec codes `[n_q, T]` per utterance in safetensors shards;
+//! - [`phase_shift`]: phase-shifted token grids (ids, shifted alignments) for augmentation;
+//! - [`codes_file`]: one recording's codes as a safetensors file (`codec encode|decode`);
 //! - [`dataset`], [`bucket`]: Burn datasets and batchers with length bucketing and masks.
 
 pub mod bucket;
+pub mod codes_file;
 pub mod corpus;
 pub mod dataset;
 pub mod delay;
@@ -19,6 +22,7 @@ pub mod error;
 mod fsutil;
 pub mod g2p;
 pub mod manifest;
+pub mod phase_shift;
 pub mod phones;
 pub mod sentences;
 pub mod text;
@@ -27,9 +31,10 @@ pub mod textgrid_write;
 pub mod token_store;
 
 pub use bucket::{BucketConfig, bucket_batches};
+pub use codes_file::{CodesFile, read_codes_file, write_codes_file};
 pub use corpus::{
     AlignmentIssue, Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress,
-    SkipReason, TranscriptKind, prepare,
+    SkipReason, TranscriptKind, prepare, read_split, read_split_if_present,
 };
 pub use dataset::{
     AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,

@@ -13,7 +13,7 @@
 //! PyTorch writes) and checks names, ranks, stream counts, dtypes and code ranges, saying which
 //! shard and tensor is wrong.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
@@ -461,6 +461,25 @@ impl TokenStoreWriter {
     /// Writes the last, partly filled shard.
     pub fn finish(mut self) -> Result<()> {
         self.flush()
+    }
+}
+
+/// Ids already in the token store of `split` under `dir` (none when there is no store there),
+/// which must hold codes of `meta`'s kind: what a resumed extraction skips.
+///
+/// # Errors
+/// [`DataError::TokenStore`] when the store there holds codes of another kind.
+pub fn stored_ids(dir: &Path, split: &str, meta: TokenStoreMeta) -> Result<HashSet<String>> {
+    match TokenStore::open(dir, split) {
+        Ok(store) if store.meta() != meta => Err(DataError::TokenStore {
+            path: dir.to_path_buf(),
+            detail: format!(
+                "the {split} store holds {:?}, this codec writes {meta:?}; use another --out",
+                store.meta()
+            ),
+        }),
+        Ok(store) => Ok(store.ids().into_iter().map(String::from).collect()),
+        Err(_) => Ok(HashSet::new()),
     }
 }
 

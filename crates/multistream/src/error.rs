@@ -28,6 +28,15 @@ pub enum MultiStreamError {
         /// What is wrong, with the values involved.
         detail: String,
     },
+    /// The audio of an utterance could not be read.
+    #[error("utterance {id}: {source}")]
+    Audio {
+        /// The utterance id.
+        id: String,
+        /// Why.
+        #[source]
+        source: voxspec_audio::AudioError,
+    },
     /// The transformer core failed.
     #[error(transparent)]
     Nn(#[from] NnError),

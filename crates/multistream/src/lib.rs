@@ -21,6 +21,8 @@
 //! - [`MsFrameLm`]: the model behind `voxspec-infer`'s `FrameModel`, so its frame decoders (AR,
 //!   speculative with per-stream acceptance) drive it; [`cut_draft`] makes drafts from its
 //!   layers; [`save_multistream`] / [`load_multistream`] read and write model directories.
+//! - [`prepare`]: the training data before batching (voice vectors, duration units,
+//!   phase-shifted encodings, sizing, per-stream transition matrices).
 //! - [`greedy_decode`]: the reference greedy loop (one forward per step, `S` forced at invalid
 //!   positions, the prompt never overwritten, stop at stream 0's EOS or `max_frames`) the frame
 //!   decoders are tested against; returns the reverted frames `[streams][T]`.
@@ -34,6 +36,7 @@ pub mod input;
 pub mod lm;
 pub mod model;
 pub mod mtp;
+pub mod prepare;
 pub mod train;
 
 pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding, alignment_units};
@@ -47,7 +50,11 @@ pub use files::{
 pub use input::{MsInput, SPEECH, SeqRow, TEXT, VOICE};
 pub use lm::{MsCache, MsFrameLm, MsPrompt};
 pub use model::{MultiStreamConfig, MultiStreamModel};
-pub use mtp::{MsMtpConfig, MsMtpHead};
+pub use mtp::{MsMtpConfig, MsMtpHead, base_freeze_patterns, with_fresh_heads};
+pub use prepare::{
+    DurationUnits, Voices, duration_units, phase_shifted, positions_needed, stream_transitions,
+    units_per_frame, voice_vectors, voiced_items,
+};
 pub use train::{
     MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch,
     build_batch_with, delayed_codes, multistream_loss,

@@ -119,6 +119,49 @@ pub fn shift_targets(
     (out_t, out_w)
 }
 
+/// The freeze list (parameter-path regexes) that trains only the extra heads of a model made by
+/// [`with_fresh_heads`]: the base LM's weights stay as they are (Medusa-1), so its own
+/// next-step predictions do not change.
+pub fn base_freeze_patterns() -> Vec<String> {
+    [
+        r"^text_embedding\.",
+        r"^stream_embeddings\.",
+        r"^segment_embedding\.",
+        r"^voice_projection\.",
+        r"^track\.",
+        r"^duration\.",
+        r"^transformer\.",
+        r"^heads\.",
+    ]
+    .map(String::from)
+    .into()
+}
+
+/// `base` with `heads − 1` fresh extra heads for `config` (the base's config with `mtp` set),
+/// every parameter untracked like loaded weights: the training loop's freeze list
+/// ([`base_freeze_patterns`]) decides what trains.
+pub fn with_fresh_heads(
+    base: crate::MultiStreamModel,
+    config: &crate::MultiStreamConfig,
+    heads: usize,
+    device: &Device,
+) -> crate::MultiStreamModel {
+    crate::MultiStreamModel {
+        ahead: (1..heads)
+            .map(|_| {
+                MsMtpHead::init(
+                    config.transformer.d_model,
+                    config.streams,
+                    config.output_vocab(),
+                    device,
+                )
+                .no_grad()
+            })
+            .collect(),
+        ..base.no_grad()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

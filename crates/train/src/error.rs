@@ -48,6 +48,12 @@ pub enum TrainError {
     /// The task declares no phase, or two phases with one name.
     #[error("invalid phases: {reason}")]
     Phases { reason: String },
+    /// The Ctrl-C handler could not be installed.
+    #[error("installing the Ctrl-C handler: {source}")]
+    CtrlC {
+        #[source]
+        source: ctrlc::Error,
+    },
     /// The task (model, data or loss) reported an error (shown as the task's own message).
     #[error(transparent)]
     Task(Box<dyn std::error::Error + Send + Sync>),

@@ -5,7 +5,8 @@
 //! inverse-sqrt decay ([`LrSchedule`]), gradient accumulation, global-norm clipping, a
 //! non-finite guard, frozen parameters, several alternating optimizer phases ([`Phase`], e.g. a
 //! codec's generator and discriminator), validation, `metrics.jsonl` + TensorBoard, a stop flag,
-//! and atomic per-step checkpoints from which a run resumes exactly ([`checkpoint`]).
+//! and atomic per-step checkpoints from which a run resumes exactly ([`checkpoint`]); the
+//! commands' wrapper around it (run settings for `--resume`, Ctrl-C) is in [`resumable`].
 //!
 //! ```ignore
 //! let trainer = Trainer::new(config, task, "runs/mtp", &Device::flex());
@@ -18,6 +19,7 @@ pub mod config;
 pub mod error;
 pub mod metrics;
 pub mod params;
+pub mod resumable;
 pub mod run_dir;
 pub mod task;
 pub mod throughput;
@@ -29,6 +31,7 @@ pub use config::{LrSchedule, OptimConfig, TrainConfig};
 pub use error::{Result, TrainError};
 pub use metrics::{MetricsRecord, read_metrics};
 pub use params::param_paths;
+pub use resumable::{Finished, RunSettings, resume_or_start, stop_on_ctrl_c};
 pub use run_dir::{RunStart, open_run, save_run_settings};
 pub use task::{BatchSource, Losses, Phase, TrainTask};
 pub use throughput::{Throughput, ThroughputConfig};

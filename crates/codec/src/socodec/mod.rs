@@ -20,11 +20,13 @@
 //! | `train` | [`SoCodecData`], [`SoCodecTask`]: losses of the paper's Eq. 1–2 through `voxspec-train` |
 //! | `infer` | host-side encode/decode, [`MelToWave`] (vocoder, Griffin-Lim fallback) |
 //! | `files` | [`save_socodec`], [`load_socodec`] (`config.json` kind `"socodec"`) |
+//! | `prepare` | training data from teacher feature stores and audio; token extraction on phase-shifted grids |
 
 mod blocks;
 mod files;
 mod global;
 mod infer;
+pub mod prepare;
 pub mod train;
 
 pub use blocks::{DownStage, ResBlock, UpStage};

@@ -19,6 +19,7 @@ mod discriminators;
 mod files;
 mod layers;
 mod loader;
+pub mod prepare;
 mod seanet;
 mod stream;
 pub mod train;

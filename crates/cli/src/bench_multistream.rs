@@ -100,7 +100,7 @@ pub struct MultiStreamBenchArgs {
 
 /// One decoder's totals.
 #[derive(Debug, Default, Serialize)]
-struct MsRow {
+struct MultiStreamRow {
     system: String,
     decoder: String,
     utterances: usize,
@@ -201,12 +201,12 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         decoders.push(MultiStreamDecoder::Mtp(pipeline.mtp(h, None)?));
         decoders.push(MultiStreamDecoder::Mtp(pipeline.mtp(h, Some(args.top_k))?));
     }
-    let mut rows: Vec<MsRow> = decoders
+    let mut rows: Vec<MultiStreamRow> = decoders
         .iter()
-        .map(|d| MsRow {
+        .map(|d| MultiStreamRow {
             system: "multistream".into(),
             decoder: d.label(),
-            ..MsRow::default()
+            ..MultiStreamRow::default()
         })
         .collect();
     let rate = pipeline.sample_rate();
@@ -340,7 +340,7 @@ fn baseline_row(
     sampler: &voxspec_infer::SamplerConfig,
     audio_dir: Option<PathBuf>,
     device: &burn::tensor::Device,
-) -> anyhow::Result<MsRow> {
+) -> anyhow::Result<MultiStreamRow> {
     let models = ModelArgs {
         exp: exp.to_path_buf(),
         model: args.baseline_model.clone(),
@@ -382,7 +382,7 @@ fn baseline_row(
     let frame_rate =
         f64::from(pipeline.sample_rate()) / pipeline.codec_config.hop_length().max(1) as f64;
     let audio_seconds = r.tokens as f64 / frame_rate;
-    Ok(MsRow {
+    Ok(MultiStreamRow {
         system: format!("single-stream AR ({})", exp.display()),
         decoder: r.label.clone(),
         utterances: r.utterances,
@@ -395,13 +395,13 @@ fn baseline_row(
         target_forwards: r.target_forwards,
         cer: r.cer,
         forced_choice: r.forced_choice,
-        ..MsRow::default()
+        ..MultiStreamRow::default()
     })
 }
 
 fn write_report(
     args: &MultiStreamBenchArgs,
-    rows: &[MsRow],
+    rows: &[MultiStreamRow],
     candidates: usize,
     chance: f64,
 ) -> anyhow::Result<()> {

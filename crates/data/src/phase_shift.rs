@@ -11,17 +11,19 @@
 
 use std::collections::HashMap;
 
-use voxspec_data::{Alignment, TokenStore, Utterance};
+use crate::manifest::Utterance;
+use crate::textgrid::Alignment;
+use crate::token_store::TokenStore;
 
 /// The token-store id of `id` encoded with its first `ms` milliseconds dropped.
-pub(crate) fn shifted_id(id: &str, ms: u32) -> String {
+pub fn shifted_id(id: &str, ms: u32) -> String {
     format!("{id}@{ms}ms")
 }
 
 /// `alignment` as seen from `seconds` into the recording: every end moves back by `seconds`,
 /// the phones that end by then are dropped, and the first remaining phone starts at 0. `None`
 /// when no phone is left.
-pub(crate) fn shift_alignment(alignment: &Alignment, seconds: f64) -> Option<Alignment> {
+pub fn shift_alignment(alignment: &Alignment, seconds: f64) -> Option<Alignment> {
     let first = alignment.ends.iter().position(|&e| e - seconds > 1e-9)?;
     Some(Alignment {
         phones: alignment.phones[first..].to_vec(),
@@ -35,7 +37,7 @@ pub(crate) fn shift_alignment(alignment: &Alignment, seconds: f64) -> Option<Ali
 /// Shift of the training utterance `u` by `ms` milliseconds, as a manifest entry of its own
 /// (`id` [`shifted_id`], alignment [`shift_alignment`], duration shortened); `None` when it has
 /// no alignment or nothing is left of it.
-pub(crate) fn shifted_utterance(u: &Utterance, ms: u32) -> Option<Utterance> {
+pub fn shifted_utterance(u: &Utterance, ms: u32) -> Option<Utterance> {
     let seconds = f64::from(ms) / 1000.0;
     let alignment = shift_alignment(u.alignment.as_ref()?, seconds)?;
     Some(Utterance {
@@ -47,7 +49,7 @@ pub(crate) fn shifted_utterance(u: &Utterance, ms: u32) -> Option<Utterance> {
 }
 
 /// The recording `id` was cut from and the shift in ms, for a [`shifted_id`]; else `None`.
-pub(crate) fn parse_shifted(id: &str) -> Option<(&str, u32)> {
+pub fn parse_shifted(id: &str) -> Option<(&str, u32)> {
     let (base, shift) = id.rsplit_once('@')?;
     let digits = shift.strip_suffix("ms")?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -57,13 +59,13 @@ pub(crate) fn parse_shifted(id: &str) -> Option<(&str, u32)> {
 }
 
 /// The recording `id` was cut from: `id` without a [`shifted_id`] suffix.
-pub(crate) fn base_id(id: &str) -> &str {
+pub fn base_id(id: &str) -> &str {
     parse_shifted(id).map_or(id, |(base, _)| base)
 }
 
 /// The manifest entries of the shifted encodings that `store` holds for the utterances of
 /// `train` (see the module docs), in the order of `train`, then of the shift.
-pub(crate) fn shifted_utterances(train: &[Utterance], store: &TokenStore) -> Vec<Utterance> {
+pub fn shifted_utterances(train: &[Utterance], store: &TokenStore) -> Vec<Utterance> {
     let mut shifts: HashMap<&str, Vec<u32>> = HashMap::new();
     for id in store.ids() {
         if let Some((base, ms)) = parse_shifted(id) {

@@ -8,24 +8,23 @@
 //! `model.safetensors`, and with `--mtp-heads` one `transitions-<j>.safetensors` per stream)
 //! and `tokenizer.json`.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use burn::data::dataset::Dataset;
 use burn::module::Module;
 use clap::Args;
 use serde::{Deserialize, Serialize};
-use voxspec_data::{BucketConfig, MissingCodes, TokenStore, TtsDataset, TtsItem};
+use voxspec_codec::load_socodec;
+use voxspec_data::{BucketConfig, TokenStore, Utterance};
 use voxspec_draft::DraftSpec;
-use voxspec_infer::{Transitions, TransitionsConfig};
 use voxspec_multistream::{
-    MsAlignConfig, MsFile, MsItem, MsMtpConfig, MsMtpHead, MultiStreamConfig, MultiStreamData,
-    MultiStreamModel, MultiStreamTask, MultiStreamTaskConfig, alignment_units, cut_draft,
-    draft_freeze_patterns, load_multistream, save_multistream, save_stream_transitions,
+    DurationUnits, MsAlignConfig, MsFile, MsItem, MsMtpConfig, MultiStreamConfig, MultiStreamData,
+    MultiStreamTask, MultiStreamTaskConfig, base_freeze_patterns, cut_draft, draft_freeze_patterns,
+    duration_units, load_multistream, phase_shifted, positions_needed, save_multistream,
+    save_stream_transitions, stream_transitions, units_per_frame, voice_vectors, voiced_items,
+    with_fresh_heads,
 };
-
-use voxspec_data::Progress;
 
 use crate::progress::Bar;
 use crate::train_lm::{AlignmentMode, LmCommon, LmPreset};
@@ -101,104 +100,6 @@ struct MultiStreamSettings {
     code_dropout: f32,
 }
 
-/// Duration units of 20 ms per codec frame (1 for a codec of 50 Hz or more).
-fn units_per_frame(frame_rate: f32) -> usize {
-    ((50.0 / f64::from(frame_rate)).round() as usize).max(1)
-}
-
-/// The voice vector of every utterance of `ids`: the mean of the codec's global embeddings of
-/// the speaker's *other* recordings (its own only for a speaker with one).
-///
-/// The embedding of an utterance's own recording identifies that utterance, and so does that
-/// of any one fixed other recording: an LM trained on such keys memorises the training set
-/// (train loss 0.10 against dev 5.34 nats after 400 steps on minitts). The leave-one-out mean
-/// is nearly the same for every utterance of a speaker: it says who speaks, not what.
-fn voices(
-    codec_dir: &Path,
-    data: &Path,
-    ids: &HashMap<&str, ()>,
-) -> anyhow::Result<(usize, HashMap<String, Vec<f32>>)> {
-    let (dim, own, speakers) = own_voices(codec_dir, data, ids)?;
-    let mut out = HashMap::with_capacity(own.len());
-    for utts in speakers.into_values() {
-        let vectors: Vec<(&String, &Vec<f32>)> = utts
-            .iter()
-            .filter_map(|u| own.get(u).map(|v| (u, v)))
-            .collect();
-        let mut sum = vec![0f32; dim];
-        for (_, v) in &vectors {
-            for (s, x) in sum.iter_mut().zip(v.iter()) {
-                *s += x;
-            }
-        }
-        let n = vectors.len();
-        for (id, v) in vectors {
-            let voice = if n > 1 {
-                sum.iter()
-                    .zip(v)
-                    .map(|(s, x)| (s - x) / (n - 1) as f32)
-                    .collect()
-            } else {
-                v.clone()
-            };
-            out.insert(id.clone(), voice);
-        }
-    }
-    Ok((dim, out))
-}
-
-/// Voice vectors of the utterances' own recordings, and the utterances of each speaker.
-#[allow(clippy::type_complexity)]
-fn own_voices(
-    codec_dir: &Path,
-    data: &Path,
-    ids: &HashMap<&str, ()>,
-) -> anyhow::Result<(
-    usize,
-    HashMap<String, Vec<f32>>,
-    HashMap<String, Vec<String>>,
-)> {
-    let mut speakers: HashMap<String, Vec<String>> = HashMap::new();
-    let device = crate::device::single()?;
-    let (config, codec) = crate::socodec_cmd::load(codec_dir, &device)
-        .with_context(|| format!("loading the codec {}", codec_dir.display()))?;
-    let mut out = HashMap::new();
-    let mut short = 0usize;
-    let bar = Bar::with_len(ids.len() as u64, "voice vectors");
-    for split in ["train", "dev"] {
-        for u in crate::train_cmd::read_split(data, split, false)? {
-            if !ids.contains_key(u.id.as_str()) {
-                continue;
-            }
-            speakers
-                .entry(u.speaker.clone())
-                .or_default()
-                .push(u.id.clone());
-            let samples = crate::codec_cmd::read_audio(Path::new(&u.path), config.mel.sample_rate)
-                .with_context(|| format!("utterance {}", u.id))?;
-            match codec.voice(&config, &samples, &device) {
-                Ok(v) => {
-                    let v = v
-                        .into_data()
-                        .try_into_vec::<f32>()
-                        .map_err(|e| anyhow::anyhow!("voice vector of {}: {e:?}", u.id))?;
-                    out.insert(u.id, v);
-                }
-                Err(e) => {
-                    tracing::warn!(id = %u.id, "no voice vector: {e}");
-                    short += 1;
-                }
-            }
-            bar.inc(1);
-        }
-    }
-    bar.finish();
-    if short > 0 {
-        println!("{short} utterances are shorter than the codec's voice window: left out");
-    }
-    Ok((config.latent_dim, out, speakers))
-}
-
 /// Adds the phase-shifted encodings the training token store holds (`codec extract
 /// --phase-shifts`) to `pairs.train`; returns their manifest entries. `train` is the training
 /// split's manifest.
@@ -209,21 +110,12 @@ fn add_phase_shifts(
 ) -> anyhow::Result<Vec<voxspec_data::Utterance>> {
     let store = TokenStore::open(&common.tokens, "train")
         .with_context(|| format!("opening the train token store {}", common.tokens.display()))?;
-    let kept: HashMap<&str, ()> = pairs.train.iter().map(|i| (i.id.as_str(), ())).collect();
-    let train: Vec<_> = train
-        .iter()
-        .filter(|u| kept.contains_key(u.id.as_str()))
-        .cloned()
-        .collect();
-    let shifted = crate::phase_shift::shifted_utterances(&train, &store);
+    let (shifted, items) = phase_shifted(train, &pairs.train, &store, &pairs.tokenizer)?;
     if shifted.is_empty() {
         return Ok(shifted);
     }
-    let items = TtsDataset::new(&shifted, &pairs.tokenizer, &store, MissingCodes::Skip)?;
     let before = pairs.train.len();
-    for i in 0..items.len() {
-        pairs.train.push(items.get(i)?);
-    }
+    pairs.train.extend(items);
     println!(
         "phase shifts: {} shifted encodings of the training utterances added ({} in all; \
          --no-phase-shifts leaves them out)",
@@ -233,25 +125,10 @@ fn add_phase_shifts(
     Ok(shifted)
 }
 
-/// Items of `pairs` with their voice vectors and (aligned) durations in units.
-fn items(
-    pairs: &[TtsItem],
-    voices: &HashMap<String, Vec<f32>>,
-    units: &HashMap<String, Vec<u32>>,
-    aligned: bool,
-) -> Vec<MsItem> {
-    let mut out = MsItem::from_tts(pairs, Some(voices));
-    for item in &mut out {
-        item.durations = units.get(&item.id).cloned();
-    }
-    out.retain(|i| i.global.is_some() && (!aligned || i.durations.is_some()));
-    out
-}
-
 pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let mut pairs = crate::train_lm::load_pairs(common)?;
-    let mut manifest = crate::train_cmd::read_split(&common.data, "train", false)?;
+    let mut manifest = voxspec_data::read_split_if_present(&common.data, "train")?;
     let shifted = if args.no_phase_shifts {
         Vec::new()
     } else {
@@ -265,31 +142,16 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         pairs.n_q
     );
     let r = units_per_frame(pairs.frame_rate);
-    let unit_rate = f64::from(pairs.frame_rate) * r as f64;
     // Durations in units from the manifests' alignments (the pairs carry them in frames).
-    let mut units = HashMap::new();
-    let mut misaligned = 0usize;
-    let frames: HashMap<&str, (usize, bool)> = pairs
-        .train
-        .iter()
-        .chain(&pairs.dev)
-        .map(|i| (i.id.as_str(), (i.codes.n_frames, i.durations.is_some())))
-        .collect();
-    manifest.extend(crate::train_cmd::read_split(&common.data, "dev", false)?);
-    for u in manifest.iter().chain(&shifted) {
-        let (Some(a), Some(&(n, true))) = (&u.alignment, frames.get(u.id.as_str())) else {
-            continue;
-        };
-        match alignment_units(&a.ends, unit_rate, n, r) {
-            Ok(d) => {
-                units.insert(u.id.clone(), d);
-            }
-            Err(detail) => {
-                tracing::warn!(id = %u.id, %detail, "alignment not used");
-                misaligned += 1;
-            }
-        }
-    }
+    manifest.extend(voxspec_data::read_split_if_present(&common.data, "dev")?);
+    let DurationUnits {
+        units,
+        refused: misaligned,
+    } = duration_units(
+        manifest.iter().chain(&shifted),
+        pairs.train.iter().chain(&pairs.dev),
+        pairs.frame_rate,
+    );
     let with_units = pairs
         .train
         .iter()
@@ -331,17 +193,33 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
-    let ids: HashMap<&str, ()> = frames.keys().map(|&k| (k, ())).collect();
-    let (global_dim, mut voices) = voices(&args.codec, &common.data, &ids)?;
-    // A shifted encoding is voiced as its recording.
-    for u in &shifted {
-        let base = crate::phase_shift::base_id(&u.id);
-        if let Some(v) = voices.get(base).cloned() {
-            voices.insert(u.id.clone(), v);
-        }
+    // Every recording with codes gets its voice; a shifted encoding is voiced as its recording.
+    let with_codes: HashSet<&str> = pairs
+        .train
+        .iter()
+        .chain(&pairs.dev)
+        .map(|i| i.id.as_str())
+        .collect();
+    let recordings: Vec<Utterance> = manifest
+        .iter()
+        .filter(|u| with_codes.contains(u.id.as_str()))
+        .cloned()
+        .collect();
+    let device = crate::device::single()?;
+    let (config, codec) = load_socodec(&args.codec, &device)
+        .with_context(|| format!("loading the codec {}", args.codec.display()))?;
+    let mut voices = voice_vectors(&codec, &config, &recordings, &Bar::new(), &device)?;
+    if voices.too_short > 0 {
+        println!(
+            "{} utterances are shorter than the codec's voice window: left out",
+            voices.too_short
+        );
     }
-    let train_items = items(&pairs.train, &voices, &units, aligned);
-    let dev_items = items(&pairs.dev, &voices, &units, aligned);
+    voices.add_shifted(&shifted);
+    let global_dim = voices.dim;
+    let voices = voices.vectors;
+    let train_items = voiced_items(&pairs.train, &voices, &units, aligned);
+    let dev_items = voiced_items(&pairs.dev, &voices, &units, aligned);
     anyhow::ensure!(
         !train_items.is_empty(),
         "no training utterance has both a voice vector and (aligned) durations"
@@ -384,13 +262,11 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
                 .with_frames_behind(args.delay * (streams - 1)),
         );
     }
-    let longest = train_items
-        .iter()
-        .chain(&dev_items)
-        .map(|i| 1 + i.text.len() + 1 + i.codes.n_frames + args.delay * streams)
-        .max()
-        .unwrap_or(0);
-    model.transformer.max_seq_len = model.transformer.max_seq_len.max(2 * longest + 16);
+    model.transformer.max_seq_len = model.transformer.max_seq_len.max(positions_needed(
+        train_items.iter().chain(&dev_items),
+        args.delay,
+        streams,
+    ));
     let settings = crate::train_lm::run_settings(
         common,
         "multistream",
@@ -443,36 +319,6 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
     println!("model: {}", common.out.join("model.safetensors").display());
     Ok(())
-}
-
-/// One transition matrix per stream over the codes and EOS, from the training tokens (stream
-/// 0's sequences end with EOS, the others never hold it).
-fn stream_transitions(
-    items: &[TtsItem],
-    streams: usize,
-    codebook: usize,
-) -> anyhow::Result<Vec<Transitions>> {
-    let eos = u32::try_from(codebook).context("codebook size")?;
-    (0..streams)
-        .map(|j| {
-            let sequences: Vec<Vec<u32>> = items
-                .iter()
-                .map(|i| {
-                    let mut s = i.codes.stream(j).to_vec();
-                    if j == 0 {
-                        s.push(eos);
-                    }
-                    s
-                })
-                .collect();
-            Transitions::from_sequences(
-                sequences.iter().map(Vec::as_slice),
-                codebook + 1,
-                &TransitionsConfig::default(),
-            )
-            .with_context(|| format!("transition matrix of stream {j}"))
-        })
-        .collect()
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -623,21 +469,7 @@ fn heads_on(
         ..b.clone()
     };
     // The base's weights are constants; only the new heads are trainable.
-    let model = MultiStreamModel {
-        ahead: (1..settings.mtp.heads)
-            .map(|_| {
-                MsMtpHead::init(
-                    config.transformer.d_model,
-                    config.streams,
-                    config.output_vocab(),
-                    &device,
-                )
-                // untracked, like the loaded weights: the loop marks what trains
-                .no_grad()
-            })
-            .collect(),
-        ..base.no_grad()
-    };
+    let model = with_fresh_heads(base, &config, settings.mtp.heads, &device);
     let valid_bucket = BucketConfig {
         shuffle: false,
         ..settings.bucket.clone()
@@ -656,18 +488,7 @@ fn heads_on(
         },
         init: Some(model),
     };
-    let freeze: Vec<String> = [
-        r"^text_embedding\.",
-        r"^stream_embeddings\.",
-        r"^segment_embedding\.",
-        r"^voice_projection\.",
-        r"^track\.",
-        r"^duration\.",
-        r"^transformer\.",
-        r"^heads\.",
-    ]
-    .map(String::from)
-    .into();
+    let freeze = base_freeze_patterns();
     let (model, _) = crate::train_lm::train(common, task, freeze, std::slice::from_ref(&device))?;
     let file = MsFile {
         model: config,

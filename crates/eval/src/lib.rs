@@ -1,0 +1,25 @@
+//! voxspec-eval: quality evaluation of the audio models, and the figures of the benchmarks.
+//!
+//! - [`split`]: the split under evaluation ([`EvalSplit`]: its utterances and the
+//!   forced-choice candidates), the MCD definition, JSON reports;
+//! - [`codec`]: resynthesis quality of a SpeechTokenizer-style codec ([`evaluate_codec`]);
+//! - [`socodec`]: a SoCodec, stream by stream ([`evaluate_socodec`]);
+//! - [`vocoder`]: a vocoder against Griffin-Lim ([`evaluate_vocoder`]);
+//! - [`judge`]: the independent recogniser (`tools/asr_judge.py`, a Python subprocess);
+//! - [`plots`]: PNG line plots.
+
+pub mod codec;
+pub mod error;
+pub mod judge;
+pub mod plots;
+pub mod socodec;
+pub mod split;
+pub mod vocoder;
+
+pub use codec::{CodecEvalReport, CodecEvalSettings, evaluate_codec};
+pub use error::{EvalError, Result};
+pub use judge::{AsrJudge, write_candidates};
+pub use plots::{DEFAULT_SIZE, LinePlot, Series, render_line_plot, write_line_plot};
+pub use socodec::{SoCodecEvalReport, SoCodecEvalSettings, evaluate_socodec};
+pub use split::{EvalSplit, MCD_DEFINITION, at_rate, write_report};
+pub use vocoder::{VocoderEvalReport, VocoderEvalSettings, evaluate_vocoder};
