@@ -25,6 +25,7 @@ pub mod data;
 pub mod error;
 pub mod hmm;
 pub mod model;
+pub mod report;
 pub mod scoring;
 pub mod task;
 pub mod topology;
@@ -37,6 +38,9 @@ pub use data::{
 pub use error::AlignError;
 pub use hmm::{Posteriors, Segment, forward_backward, viterbi};
 pub use model::{AlignerModel, AlignerModelConfig};
+pub use report::{
+    AlignReport, BoundaryReport, compare_with_references, inner_pauses, mean_score, textgrid_path,
+};
 pub use scoring::{Scoring, SilenceGate};
 pub use task::{
     AlignTask, AlignTaskConfig, ForwardSumLoss, Objective, best_path_classes, forward_sum_loss,

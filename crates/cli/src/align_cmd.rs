@@ -11,8 +11,8 @@ use burn::module::Module;
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use voxspec_align::{
-    AlignCorpus, AlignTask, AlignTaskConfig, Aligner, AlignerModelConfig, BoundaryErrors,
-    Objective, Scoring, SilenceGate, Topology, UtteranceAlignment, class_of_label,
+    AlignCorpus, AlignReport, AlignTask, AlignTaskConfig, Aligner, AlignerModelConfig, Objective,
+    Scoring, SilenceGate, compare_with_references, inner_pauses, mean_score, textgrid_path,
 };
 use voxspec_data::Utterance;
 use voxspec_data::corpus::SPLITS;
@@ -127,51 +127,6 @@ struct RunFile {
     task: AlignTaskConfig,
 }
 
-/// Boundary errors of one comparison, for the report.
-#[derive(Debug, Serialize)]
-struct BoundaryReport {
-    utterances: usize,
-    mismatched: usize,
-    boundaries: usize,
-    mean_abs_error_ms: f64,
-    within_10ms: f64,
-    within_20ms: f64,
-    within_50ms: f64,
-}
-
-impl From<&BoundaryErrors> for BoundaryReport {
-    fn from(e: &BoundaryErrors) -> Self {
-        let n = e.boundaries.max(1) as f64;
-        Self {
-            utterances: e.utterances,
-            mismatched: e.mismatched,
-            boundaries: e.boundaries,
-            mean_abs_error_ms: 1000.0 * e.mean_abs_error(),
-            within_10ms: e.within_10ms as f64 / n,
-            within_20ms: e.within_20ms as f64 / n,
-            within_50ms: e.within_50ms as f64 / n,
-        }
-    }
-}
-
-/// `<OUT>/report.json`.
-#[derive(Debug, Serialize)]
-struct Report {
-    data: PathBuf,
-    utterances: usize,
-    aligned: usize,
-    failed: Vec<(String, String)>,
-    left_out: Vec<(String, String)>,
-    train_seconds: Option<f64>,
-    align_seconds: f64,
-    mean_score: f64,
-    inner_pauses: usize,
-    /// Against the manifests' own alignments, the transcripts' G2P phones aligned.
-    reference_transcript: Option<BoundaryReport>,
-    /// Against the manifests' own alignments, their phone sequences aligned by the same model.
-    reference_phones: Option<BoundaryReport>,
-}
-
 pub fn run(args: AlignArgs) -> anyhow::Result<()> {
     let mut utterances: Vec<Utterance> = Vec::new();
     for split in SPLITS {
@@ -217,26 +172,23 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         utterances.iter().map(|u| (u.id.as_str(), u)).collect();
     for a in &aligned {
         let u = by_id[a.id.as_str()];
-        let path = textgrid_path(&args, u);
+        let path = textgrid_path(&args.out, args.beside_audio, u);
         voxspec_data::write_textgrid(&path, &a.alignment)
             .with_context(|| format!("writing the alignment of {}", u.id))?;
     }
-    let inner_pauses = aligned
-        .iter()
-        .map(|a| {
-            let n = a.alignment.phones.len();
-            a.alignment.phones[1..n.saturating_sub(1)]
-                .iter()
-                .filter(|p| p.as_str() == voxspec_data::textgrid::SILENCE)
-                .count()
-        })
-        .sum();
-    let mean_score = aligned.iter().map(|a| a.score).sum::<f64>() / aligned.len().max(1) as f64;
+    let inner_pauses = inner_pauses(&aligned);
+    let mean_score = mean_score(&aligned);
 
-    let (reference_transcript, reference_phones) =
-        compare_with_references(&aligner, &corpus, &aligned, args.max_frames, &device)?;
+    let (reference_transcript, reference_phones) = compare_with_references(
+        &aligner,
+        &corpus,
+        &aligned,
+        args.max_frames,
+        &device,
+        &Bar::new(),
+    )?;
 
-    let report = Report {
+    let report = AlignReport {
         data: args.data.clone(),
         utterances: utterances.len(),
         aligned: aligned.len(),
@@ -295,19 +247,6 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         "no utterance could be aligned (see the messages above)"
     );
     Ok(())
-}
-
-/// Where the TextGrid of `u` goes.
-fn textgrid_path(args: &AlignArgs, u: &Utterance) -> PathBuf {
-    let file = format!("{}.TextGrid", u.id);
-    if args.beside_audio {
-        return Path::new(&u.path).with_file_name(file);
-    }
-    let mut dir = args.out.join(&u.speaker);
-    if !u.chapter.is_empty() {
-        dir = dir.join(&u.chapter);
-    }
-    dir.join(file)
 }
 
 /// Trains the aligner: the flat start into `<out>/aligner-flat`, then forward-sum into
@@ -447,51 +386,4 @@ fn run_phase(
     let aligner = Aligner::new(outcome.model.valid(), model_config, frontend, scoring)?;
     aligner.save(run_dir)?;
     Ok((aligner, corpus))
-}
-
-/// Boundary errors against the manifests' own alignments, when they have any: the transcript
-/// alignments as they are, and the reference phone sequences aligned by the same model.
-fn compare_with_references(
-    aligner: &Aligner,
-    corpus: &AlignCorpus,
-    aligned: &[UtteranceAlignment],
-    max_frames: usize,
-    device: &burn::tensor::Device,
-) -> anyhow::Result<(Option<BoundaryReport>, Option<BoundaryReport>)> {
-    let references: std::collections::HashMap<&str, &voxspec_data::Alignment> = corpus
-        .utterances()
-        .iter()
-        .filter_map(|u| {
-            u.utterance
-                .alignment
-                .as_ref()
-                .map(|a| (u.utterance.id.as_str(), a))
-        })
-        .collect();
-    if references.is_empty() {
-        return Ok((None, None));
-    }
-    let mut transcript = BoundaryErrors::default();
-    for a in aligned {
-        if let Some(r) = references.get(a.id.as_str()) {
-            transcript.add(&a.alignment, r);
-        }
-    }
-    let reference_topology = |u: &voxspec_align::AlignUtterance| -> Option<Topology> {
-        let r = u.utterance.alignment.as_ref()?;
-        let classes: Option<Vec<u32>> = r.phones.iter().map(|p| class_of_label(p).ok()).collect();
-        Topology::required(classes?).ok()
-    };
-    let (forced, _) =
-        aligner.align_corpus(corpus, &reference_topology, max_frames, device, &Bar::new())?;
-    let mut phones = BoundaryErrors::default();
-    for a in &forced {
-        if let Some(r) = references.get(a.id.as_str()) {
-            phones.add(&a.alignment, r);
-        }
-    }
-    Ok((
-        Some(BoundaryReport::from(&transcript)),
-        Some(BoundaryReport::from(&phones)),
-    ))
 }

@@ -9,16 +9,15 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
+use voxspec_eval::{ar_over_baseline, decode_markdown, score_decode_rows, write_decode_plots};
 use voxspec_teacher::CtcTeacher;
 use voxspec_tts::{
-    Baseline, BenchSettings, DecodeRow, DecoderGrid, DecoderParts, DecoderSpec, EngineKind, Judge,
-    ModelPaths, Pipeline, RuleSpec, TtsError, load_draft, row_dir_name, run_decode_bench,
+    Baseline, BenchSettings, DecoderGrid, DecoderParts, EngineKind, Judge, ModelPaths, Pipeline,
+    TtsError, load_draft, run_decode_bench,
 };
 
-use crate::asr_judge::write_candidates;
-use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
 use crate::progress::Bar;
-use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
+use crate::synth_args::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
 
 /// Decoders side by side on a split's sentences (their transcripts as text).
 #[derive(Debug, Args)]
@@ -218,30 +217,17 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         &Bar::new(),
     )?;
     if let Some(asr) = &asr {
-        let candidates = audio_dir.join("candidates.txt");
-        write_candidates(
-            &candidates,
+        let mut on_row = |i: usize, total: usize, label: &str| {
+            eprintln!("independent recogniser: row {}/{total} ({label})", i + 1);
+        };
+        score_decode_rows(
+            asr,
+            &mut report,
+            &audio_dir,
             split_utterances.iter().map(|u| u.text.as_str()),
+            rayon::current_num_threads(),
+            &mut on_row,
         )?;
-        let jobs = rayon::current_num_threads();
-        let baseline_label = args.baseline_engine.map(|e| format!("ar [{}]", e.name()));
-        let total = report.rows.len() + usize::from(baseline_label.is_some());
-        let rows = report.rows.iter_mut().chain(report.baseline.as_mut());
-        for (i, row) in rows.enumerate() {
-            let name = row_dir_name(&row.label);
-            eprintln!(
-                "independent recogniser: row {}/{total} ({})",
-                i + 1,
-                row.label
-            );
-            let score = asr.score_dir(
-                &audio_dir.join(&name),
-                &candidates,
-                &audio_dir.join(format!("{name}.asr.json")),
-                jobs,
-            )?;
-            row.asr = Some(score);
-        }
     }
     let (rows, costs) = (&report.rows, &report.forward_costs);
     let json = serde_json::json!({
@@ -286,11 +272,11 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", json_path.display()))?;
     let chance = judge.as_ref().map(|j| (j.candidates(), j.chance()));
     let baseline_row = report.baseline.as_ref().map(|b| (b, paths.engine.name()));
-    let table = markdown(rows, baseline_row, costs, utterances.len(), chance);
+    let table = decode_markdown(rows, baseline_row, costs, utterances.len(), chance);
     let md_path = out_dir.join("bench-decode.md");
     voxspec_data::write_atomic(&md_path, table.as_bytes())
         .with_context(|| format!("writing {}", md_path.display()))?;
-    let plots = write_plots(&out_dir, rows, judge.is_some())?;
+    let plots = write_decode_plots(&out_dir, rows, judge.is_some())?;
     println!("{table}");
     eprintln!(
         "wrote {}, {} and {} plots in {}",
@@ -300,234 +286,4 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
         out_dir.display()
     );
     Ok(())
-}
-
-/// Figures like the MTP paper's Figs. 3–5 — TPT, CER and NLL over the number of heads, one line
-/// without Viterbi and one per Viterbi top_k (AR is the k = 1 point of each) — and, with
-/// speculative rows, speedup over γ per acceptance rule. Returns how many were written.
-fn write_plots(dir: &std::path::Path, rows: &[DecodeRow], cer: bool) -> anyhow::Result<usize> {
-    let ar = &rows[0];
-    let mut top_ks: Vec<usize> = rows
-        .iter()
-        .filter_map(|r| match r.spec {
-            DecoderSpec::MtpViterbi { top_k, .. } => Some(top_k),
-            _ => None,
-        })
-        .collect();
-    top_ks.sort_unstable();
-    top_ks.dedup();
-    let over_heads = |metric: &dyn Fn(&DecodeRow) -> Option<f64>| -> Vec<Series> {
-        let start = metric(ar).map(|y| (1.0, y));
-        let mut plain: Vec<(f64, f64)> = start.into_iter().collect();
-        for r in rows {
-            if let (DecoderSpec::Mtp { heads }, Some(y)) = (&r.spec, metric(r)) {
-                plain.push((*heads as f64, y));
-            }
-        }
-        let mut series = vec![Series {
-            label: "w/o Viterbi".into(),
-            points: plain,
-        }];
-        for &k in &top_ks {
-            let mut points: Vec<(f64, f64)> = start.into_iter().collect();
-            for r in rows {
-                if let (DecoderSpec::MtpViterbi { heads, top_k }, Some(y)) = (&r.spec, metric(r))
-                    && *top_k == k
-                {
-                    points.push((*heads as f64, y));
-                }
-            }
-            series.push(Series {
-                label: format!("w/ Viterbi, top_k={k}"),
-                points,
-            });
-        }
-        series
-    };
-    let mut written = 0;
-    let mut figure = |name: &str, title: &str, y_label: &str, series: Vec<Series>| {
-        let series: Vec<Series> = series.into_iter().filter(|s| s.points.len() > 1).collect();
-        if series.is_empty() {
-            return Ok::<(), anyhow::Error>(());
-        }
-        write_line_plot(
-            &dir.join(name),
-            &LinePlot {
-                title,
-                x_label: "MTP heads k",
-                y_label,
-                series: &series,
-                log_y: false,
-                size: DEFAULT_SIZE,
-            },
-        )?;
-        written += 1;
-        Ok(())
-    };
-    figure(
-        "tpt.png",
-        "Time per token over the number of heads",
-        "TPT (ms/token)",
-        over_heads(&|r| Some(r.tpt_ms)),
-    )?;
-    if cer {
-        figure(
-            "cer.png",
-            "CER of the synthesised speech (CTC teacher)",
-            "CER (%)",
-            over_heads(&|r| r.cer.map(|c| 100.0 * c)),
-        )?;
-    }
-    figure(
-        "nll.png",
-        "Target NLL of the generated codes",
-        "NLL (nats/token)",
-        over_heads(&|r| r.nll),
-    )?;
-
-    // Speculative rows: speedup over γ, one line per drafter and rule.
-    let mut lines: Vec<Series> = Vec::new();
-    for r in rows {
-        let (prefix, rule, gamma) = match &r.spec {
-            DecoderSpec::Speculative { rule, gamma } => ("draft", rule, *gamma),
-            DecoderSpec::SelfSpec { rule, gamma } => ("self", rule, *gamma),
-            _ => continue,
-        };
-        let label = match rule {
-            RuleSpec::Sd => format!("{prefix} sd"),
-            RuleSpec::Ssd { beta } => format!("{prefix} ssd β={beta}"),
-            RuleSpec::Pcg { theta } => format!("{prefix} pcg θ={theta:.3}"),
-        };
-        match lines.iter_mut().find(|s| s.label == label) {
-            Some(s) => s.points.push((gamma as f64, r.speedup)),
-            None => lines.push(Series {
-                label,
-                points: vec![(gamma as f64, r.speedup)],
-            }),
-        }
-    }
-    if !lines.is_empty() {
-        let lines: Vec<Series> = lines.into_iter().filter(|s| !s.points.is_empty()).collect();
-        write_line_plot(
-            &dir.join("speculative.png"),
-            &LinePlot {
-                title: "Speculative decoding: speedup over AR (same run)",
-                x_label: "draft length γ",
-                y_label: "speedup (x)",
-                series: &lines,
-                log_y: false,
-                size: DEFAULT_SIZE,
-            },
-        )?;
-        written += 1;
-    }
-    Ok(written)
-}
-
-/// AR's speed-up over the baseline engine's AR: the inverse of the baseline row's `speedup`.
-fn ar_over_baseline(baseline: &DecodeRow) -> f64 {
-    if baseline.speedup > 0.0 {
-        1.0 / baseline.speedup
-    } else {
-        0.0
-    }
-}
-
-fn fmt_opt(v: Option<f64>, scale: f64, digits: usize) -> String {
-    v.map_or("–".into(), |v| format!("{:.*}", digits, v * scale))
-}
-
-/// The markdown report: the decoder table, the forced-choice chance line (`chance` = number
-/// of candidates and 1 / that, when a teacher scored) and the forward-cost line.
-/// The markdown table, AR first and the baseline engine's AR (with the engine the rows ran on)
-/// right after it.
-fn markdown(
-    rows: &[DecodeRow],
-    baseline: Option<(&DecodeRow, &str)>,
-    costs: &[f64],
-    utterances: usize,
-    chance: Option<(usize, f64)>,
-) -> String {
-    let cer = chance.is_some();
-    let asr = rows.iter().any(|r| r.asr.is_some());
-    let mut s = String::from(
-        "| decoder | TPT (ms) | speedup | tokens/forward | acceptance | CER (%) | ID (%) | NLL \
-         | EOS stops |",
-    );
-    s.push_str(if asr {
-        " WER, ASR (%) | ID, ASR (%) |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
-    } else {
-        "\n|---|---|---|---|---|---|---|---|---|\n"
-    });
-    let ordered = rows
-        .iter()
-        .take(1)
-        .chain(baseline.map(|(b, _)| b))
-        .chain(rows.iter().skip(1));
-    for r in ordered {
-        s.push_str(&format!(
-            "| {} | {:.2} | {:.2}x | {:.2} | {} | {} | {} | {} | {}/{} |",
-            r.label,
-            r.tpt_ms,
-            r.speedup,
-            r.tokens_per_forward,
-            fmt_opt(r.acceptance_rate, 1.0, 3),
-            if cer {
-                fmt_opt(r.cer, 100.0, 1)
-            } else {
-                "–".into()
-            },
-            fmt_opt(r.forced_choice, 100.0, 1),
-            fmt_opt(r.nll, 1.0, 3),
-            r.eos_stops,
-            r.utterances
-        ));
-        if asr {
-            match &r.asr {
-                Some(a) => s.push_str(&format!(
-                    " {:.1} | {:.1} ± {:.1} |",
-                    100.0 * a.wer,
-                    100.0 * a.forced_choice,
-                    100.0 * a.forced_choice_se
-                )),
-                None => s.push_str(" – | – |"),
-            }
-        }
-        s.push('\n');
-    }
-    let rel: Vec<String> = costs
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("k={}: {:.2}", i + 1, c / costs[0]))
-        .collect();
-    if let (Some((b, engine)), Some(ar)) = (baseline, rows.first()) {
-        s.push_str(&format!(
-            "\nAR on {engine}: {:.3} ms per token, {:.2}x the speed of `{}` ({:.3} ms), every \
-             sentence decoded by both in this run.\n",
-            ar.tpt_ms,
-            ar_over_baseline(b),
-            b.label,
-            b.tpt_ms
-        ));
-    }
-    if let Some((n, p)) = chance {
-        s.push_str(&format!(
-            "\nID: forced-choice sentence identification by the CTC teacher among all {n} \
-             transcripts of the split; chance = 1/{n} = {:.1} %.\n",
-            100.0 * p
-        ));
-    }
-    if asr {
-        s.push_str(
-            "\nWER, ASR / ID, ASR: the independent recogniser (tools/asr_judge.py: pocketsphinx's \
-             en-us model, never trained on this corpus), open-vocabulary word error rate and \
-             forced choice among the same transcripts (± one binomial standard error).\n",
-        );
-    }
-    s.push_str(&format!(
-        "\n{utterances} utterances. Forward cost over k new tokens relative to k = 1 on this \
-         model and backend: {}.\n",
-        rel.join(", ")
-    ));
-    s
 }

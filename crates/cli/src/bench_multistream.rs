@@ -19,7 +19,7 @@ use voxspec_tts::{
 };
 
 use crate::progress::Bar;
-use crate::synth::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
+use crate::synth_args::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
 
 /// Multi-stream LM decoders side by side on a split's sentences (their transcripts as text).
 #[derive(Debug, Args)]

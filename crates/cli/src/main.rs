@@ -18,13 +18,13 @@ mod device;
 mod eval_cmd;
 mod export;
 mod groups;
-mod plots;
 mod prepare;
 mod progress;
 mod serve;
 mod socodec_cmd;
 mod stats;
 mod synth;
+mod synth_args;
 mod synth_multistream;
 mod teacher_cmd;
 mod tokenizer;
@@ -99,7 +99,7 @@ enum Command {
     #[command(subcommand)]
     Eval(eval_cmd::EvalCommand),
     /// Text to speech: AR model (any decoder) → NAR model → codec decoder → WAV.
-    Synthesize(synth::SynthesizeArgs),
+    Synthesize(synth_args::SynthesizeArgs),
     /// Serve speech over HTTP (OpenAI-style `POST /v1/audio/speech`, /health, /metrics).
     Serve(serve::ServeArgs),
     /// Benchmarks that write JSON reports.

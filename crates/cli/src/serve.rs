@@ -8,7 +8,7 @@ use clap::Args;
 use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
 use voxspec_tts::{AnyPipeline, DecoderParts, ModelKind, ModelSource, MultiStreamPaths, Pipeline};
 
-use crate::synth::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
+use crate::synth_args::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
 
 /// Serve speech over HTTP: `POST /v1/audio/speech` (OpenAI-style body: input, voice,
 /// response_format wav|pcm, speed; plus decoder, heads, seed, temperature), `POST

@@ -16,11 +16,12 @@ use voxspec_codec::socodec::prepare::{
     extract_split, load_raw_split, standardised, with_statistics,
 };
 use voxspec_codec::socodec::{MelToWave, SoCodecData, SoCodecTask, SoCodecTrainConfig};
-use voxspec_codec::{
-    QuantizerKind, SOCODEC_KIND, SoCodec, SoCodecConfig, load_socodec, save_socodec,
-};
+use voxspec_codec::{SOCODEC_KIND, SoCodec, SoCodecConfig, load_socodec, save_socodec};
 use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter};
-use voxspec_eval::{EvalSplit, SoCodecEvalSettings, evaluate_socodec, write_report};
+use voxspec_eval::{
+    EvalSplit, SoCodecEvalSettings, StreamsReport, evaluate_socodec, write_report,
+    write_streams_plots,
+};
 use voxspec_teacher::ctc::CtcTeacher;
 use voxspec_teacher::{FeatureStoreReader, SemanticTeacher};
 use voxspec_train::Trainer;
@@ -296,32 +297,14 @@ pub(crate) fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     let file = voxspec_data::read_codes_file(&args.input)?;
     let samples = file.samples();
     let (n_q, frames, data) = (file.n_q, file.n_frames, file.data);
-    anyhow::ensure!(
-        (1..=model.n_streams()).contains(&n_q) && frames > 0,
-        "{}: tokens [{n_q}, {frames}] do not fit the codec ({} streams)",
-        args.input.display(),
-        model.n_streams()
-    );
-    let vocab = model.stream_vocab() as i64;
-    if let Some(bad) = data.iter().find(|&&c| !(0..vocab).contains(&c)) {
-        anyhow::bail!(
-            "{}: token {bad} is outside a stream's vocabulary [0, {vocab})",
-            args.input.display()
+    let keep = args.streams.unwrap_or(n_q);
+    if n_q <= model.n_streams() {
+        anyhow::ensure!(
+            (1..=n_q).contains(&keep),
+            "--streams {keep}: the file holds streams 1..={n_q}"
         );
     }
-    let keep = args.streams.unwrap_or(n_q);
-    anyhow::ensure!(
-        (1..=n_q).contains(&keep),
-        "--streams {keep}: the file holds streams 1..={n_q}"
-    );
-    let tokens: Vec<Vec<u32>> = (0..keep)
-        .map(|s| {
-            data[s * frames..(s + 1) * frames]
-                .iter()
-                .map(|&u| u as u32)
-                .collect()
-        })
-        .collect();
+    let tokens = model.stream_tokens(&args.input, (n_q, frames), &data, keep)?;
     let rate = config.mel.sample_rate;
     let ref_samples = read_audio(reference, rate)?;
     let voice = model
@@ -508,25 +491,7 @@ pub struct StreamsPlotArgs {
     out: PathBuf,
 }
 
-#[derive(Debug, Deserialize)]
-struct ReadRow {
-    name: String,
-    streams: Option<usize>,
-    mcd_db: f64,
-    cer: f64,
-    forced_choice: f64,
-}
-
-#[derive(Debug, Deserialize)]
-struct ReadReport {
-    quantizer: QuantizerKind,
-    frame_ms: usize,
-    utterances: usize,
-    rows: Vec<ReadRow>,
-}
-
 pub(crate) fn plot_streams(args: StreamsPlotArgs) -> anyhow::Result<()> {
-    use voxspec_eval::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
     anyhow::ensure!(
         args.labels.is_empty() || args.labels.len() == args.reports.len(),
         "{} --label for {} --report",
@@ -535,16 +500,8 @@ pub(crate) fn plot_streams(args: StreamsPlotArgs) -> anyhow::Result<()> {
     );
     let mut reports = Vec::new();
     for (i, path) in args.reports.iter().enumerate() {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let r: ReadReport = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not a SoCodec `codec eval` report", path.display()))?;
-        let label = args.labels.get(i).cloned().unwrap_or_else(|| {
-            format!(
-                "{} ({} ms)",
-                format!("{:?}", r.quantizer).to_uppercase(),
-                r.frame_ms
-            )
-        });
+        let r = StreamsReport::read(path)?;
+        let label = args.labels.get(i).cloned().unwrap_or_else(|| r.label());
         reports.push((label, r));
     }
     println!("| model | audio | MCD (dB) | CER (%) | ID (%) |");
@@ -562,53 +519,7 @@ pub(crate) fn plot_streams(args: StreamsPlotArgs) -> anyhow::Result<()> {
     }
     let n: Vec<usize> = reports.iter().map(|(_, r)| r.utterances).collect();
     println!("\n(test utterances per report: {n:?})");
-    let metric = |f: &dyn Fn(&ReadRow) -> f64| -> Vec<Series> {
-        reports
-            .iter()
-            .map(|(label, r)| Series {
-                label: label.clone(),
-                points: r
-                    .rows
-                    .iter()
-                    .filter_map(|row| row.streams.map(|b| (b as f64, f(row))))
-                    .collect(),
-            })
-            .collect()
-    };
-    let plots: [(&str, &str, &str, Vec<Series>); 3] = [
-        (
-            "mcd",
-            "MCD of the resynthesis from the first b streams",
-            "MCD (dB)",
-            metric(&|r| r.mcd_db),
-        ),
-        (
-            "cer",
-            "CTC-teacher CER from the first b streams",
-            "CER (%)",
-            metric(&|r| 100.0 * r.cer),
-        ),
-        (
-            "id",
-            "Forced-choice accuracy from the first b streams",
-            "ID (%)",
-            metric(&|r| 100.0 * r.forced_choice),
-        ),
-    ];
-    let stem = args.out.to_string_lossy().to_string();
-    for (suffix, title, y, series) in &plots {
-        let path = PathBuf::from(format!("{stem}-{suffix}.png"));
-        write_line_plot(
-            &path,
-            &LinePlot {
-                title,
-                x_label: "streams decoded (b)",
-                y_label: y,
-                series,
-                log_y: false,
-                size: DEFAULT_SIZE,
-            },
-        )?;
+    for path in write_streams_plots(&args.out, &reports)? {
         println!("plot: {}", path.display());
     }
     Ok(())

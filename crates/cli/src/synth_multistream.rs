@@ -9,7 +9,7 @@ use voxspec_tts::{
     load_multistream_draft,
 };
 
-use crate::synth::{DecoderKind, SynthesizeArgs};
+use crate::synth_args::{DecoderKind, SynthesizeArgs};
 
 /// The decoder `synthesize`'s flags ask for.
 pub(crate) fn decoder_from_args<'a>(
@@ -75,23 +75,14 @@ pub(crate) fn synthesize(args: &SynthesizeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let decoder = decoder_from_args(args, &pipeline, draft.as_ref())?;
-    let lines = crate::synth::sentences(args)?;
+    let lines = crate::synth_args::sentences(args)?;
     let mut manifest = String::new();
     for (index, line) in lines.iter().enumerate() {
         let text = pipeline
             .text_ids(line)
             .with_context(|| format!("line {} ({line:?})", index + 1))?;
         let seed = args.seed + index as u64;
-        let mut stats = None;
-        let mut decode = |text: &[u32], durations: Option<&[u32]>, max_frames: usize| {
-            let g = pipeline.generate(
-                &decoder, text, &voice, durations, max_frames, seed, &sampler,
-            )?;
-            let frames = g.frames.clone();
-            stats = Some(g.stats);
-            Ok(frames)
-        };
-        let out = pipeline.speak(&text, &voice, &mut decode)?;
+        let (out, stats) = pipeline.speak_with(&decoder, &text, &voice, seed, &sampler)?;
         let wav = if args.text_file.is_some() {
             args.out.join(format!("{:04}.wav", index + 1))
         } else {

@@ -9,14 +9,13 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use burn::data::dataset::Dataset;
 use burn::module::Module;
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use voxspec_data::{BucketConfig, MissingCodes, TextTokenizer, TokenStore, TtsDataset, TtsItem};
-use voxspec_draft::{DistillConfig, DraftSpec, DraftTask};
+use voxspec_data::{BucketConfig, TrainingPairs};
+use voxspec_draft::{DistillConfig, DraftSpec, DraftTask, check_target, draft_config, target_info};
 use voxspec_mtp::{
     AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
     NarTaskConfig, NarTrackConfig, load_mtp, save_mtp, save_nar,
@@ -142,62 +141,17 @@ pub struct DraftArgs {
 }
 
 /// Loaded pairs of the train and dev splits, and the tokenizer.
-pub(crate) struct Pairs {
-    pub(crate) tokenizer: TextTokenizer,
-    pub(crate) train: Vec<TtsItem>,
-    pub(crate) dev: Vec<TtsItem>,
-    pub(crate) n_q: usize,
-    pub(crate) codebook: usize,
-    /// Codec frames per second of the token store.
-    pub(crate) frame_rate: f32,
-}
+pub(crate) type Pairs = TrainingPairs;
 
+/// The pairs of `--data` and `--tokens`, each split's count printed.
 pub(crate) fn load_pairs(common: &LmCommon) -> anyhow::Result<Pairs> {
-    let tokenizer_path = common
-        .tokenizer
-        .clone()
-        .unwrap_or_else(|| common.data.join("tokenizer.json"));
-    let tokenizer = TextTokenizer::load(&tokenizer_path)
-        .with_context(|| format!("loading the tokenizer {}", tokenizer_path.display()))?;
-    let mut splits = Vec::new();
-    let mut meta = None;
-    for split in ["train", "dev"] {
-        let utts = voxspec_data::read_split_if_present(&common.data, split)?;
-        if utts.is_empty() {
-            anyhow::ensure!(
-                split != "train",
-                "{} has no training utterances",
-                common.data.display()
-            );
-            splits.push(Vec::new());
-            continue;
-        }
-        let store = TokenStore::open(&common.tokens, split)
-            .with_context(|| format!("opening the {split} token store"))?;
-        meta = meta.or(Some(store.meta()));
-        let dataset = TtsDataset::new(&utts, &tokenizer, &store, MissingCodes::Skip)?;
-        let items: Vec<TtsItem> = (0..dataset.len())
-            .map(|i| dataset.get(i))
-            .collect::<Result<_, _>>()?;
-        println!("{split}: {} utterances with codes", items.len());
-        splits.push(items);
-    }
-    let meta = meta.context("no token store was opened")?;
-    let dev = splits.pop().unwrap_or_default();
-    let train = splits.pop().unwrap_or_default();
-    anyhow::ensure!(
-        !train.is_empty(),
-        "no training utterance has codes in {}",
-        common.tokens.display()
-    );
-    Ok(Pairs {
-        tokenizer,
-        train,
-        dev,
-        n_q: meta.n_q,
-        codebook: meta.codebook_size as usize,
-        frame_rate: meta.frame_rate,
-    })
+    let mut report = |split: &str, n: usize| println!("{split}: {n} utterances with codes");
+    Ok(TrainingPairs::load(
+        &common.data,
+        &common.tokens,
+        common.tokenizer.as_deref(),
+        &mut report,
+    )?)
 }
 
 /// The settings of the run in `--out`: those saved by the run when resuming (`--resume`, with
@@ -256,21 +210,6 @@ pub(crate) fn train<T: TrainTask>(
     Ok((outcome.model.valid(), !outcome.stopped))
 }
 
-/// Positions the model must cover: its preset's, or — for longer data — room for a prompt
-/// utterance and a target utterance each as long as the longest training pair (text + SEP +
-/// codes), which is what synthesis with an acoustic prompt feeds it. Positions are rotary, so
-/// this adds no parameters.
-pub(crate) fn seq_capacity(pairs: &Pairs, preset: usize) -> usize {
-    let longest = pairs
-        .train
-        .iter()
-        .chain(&pairs.dev)
-        .map(|i| i.text.len() + 1 + i.codes.n_frames)
-        .max()
-        .unwrap_or(0);
-    preset.max(2 * longest + 16)
-}
-
 fn head_weights(weights: &[f32], heads: usize) -> anyhow::Result<Vec<f32>> {
     if weights.is_empty() {
         return Ok(vec![1.0; heads]);
@@ -321,7 +260,7 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     if aligned {
         model.alignment = Some(AlignConfig::new().with_lookahead(args.heads.max(4)));
     }
-    model.transformer.max_seq_len = seq_capacity(&pairs, model.transformer.max_seq_len);
+    model.transformer.max_seq_len = pairs.seq_capacity(model.transformer.max_seq_len);
     let settings = run_settings(
         common,
         "mtp",
@@ -365,12 +304,12 @@ fn decide_alignment(
     what: &str,
     aligned_means: &str,
 ) -> anyhow::Result<bool> {
-    let with_durations = pairs.train.iter().filter(|i| i.durations.is_some()).count();
+    let with_durations = pairs.with_durations();
     let aligned = match mode {
         AlignmentMode::Off => false,
         // Most utterances aligned (a real corpus's aligner leaves some out): train aligned on
         // those.
-        AlignmentMode::Auto => with_durations > 0 && with_durations * 10 >= pairs.train.len() * 9,
+        AlignmentMode::Auto => pairs.mostly_aligned(),
         AlignmentMode::On => {
             anyhow::ensure!(
                 with_durations == pairs.train.len(),
@@ -399,8 +338,7 @@ fn decide_alignment(
         );
     }
     if aligned {
-        pairs.train.retain(|i| i.durations.is_some());
-        pairs.dev.retain(|i| i.durations.is_some());
+        pairs.keep_aligned();
     }
     Ok(aligned)
 }
@@ -435,7 +373,7 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
     if aligned {
         model.track = Some(NarTrackConfig::new());
     }
-    model.transformer.max_seq_len = seq_capacity(&pairs, model.transformer.max_seq_len);
+    model.transformer.max_seq_len = pairs.seq_capacity(model.transformer.max_seq_len);
     let settings = run_settings(
         common,
         "nar",
@@ -496,20 +434,13 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
     let train_device = crate::device::single()?.autodiff();
     let (target_file, target) = load_mtp(&args.target, &train_device)
         .with_context(|| format!("loading the target {}", args.target.display()))?;
-    anyhow::ensure!(
-        target_file.draft.is_none(),
-        "{} is itself a draft: give the target model's run directory",
-        args.target.display()
-    );
-    anyhow::ensure!(
-        target.text_vocab() == pairs.tokenizer.vocab_size()
-            && target.codebook_size() == pairs.codebook,
-        "the target reads {} text tokens and {} codes; the data has {} and {}",
-        target.text_vocab(),
-        target.codebook_size(),
+    check_target(
+        &args.target,
+        &target_file,
+        &target,
         pairs.tokenizer.vocab_size(),
-        pairs.codebook
-    );
+        pairs.codebook,
+    )?;
     anyhow::ensure!(
         args.distill_weight.is_finite() && args.distill_weight >= 0.0,
         "--distill-weight must be finite and non-negative"
@@ -533,17 +464,9 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
             bucket: bucket(common, true),
         },
     )?;
-    let mut draft_config = target_file.model.clone().with_n_heads(1);
-    draft_config.transformer = draft_config.transformer.with_n_layers(layers.len());
+    let draft_config = draft_config(&target_file.model, &layers);
     let freeze = settings.spec.freeze_patterns()?;
-    let target_info = serde_json::json!({
-        "checkpoint": args.target.display().to_string(),
-        "layers": layers,
-        "target_n_layers": target.transformer.n_layers(),
-        "text_vocab": target.text_vocab(),
-        "codebook_size": target.codebook_size(),
-        "spec": settings.spec,
-    });
+    let target_info = target_info(&args.target, &target, &layers, &settings.spec);
     let task = DraftTask {
         target: target.no_grad(),
         spec: settings.spec.clone(),

@@ -109,6 +109,27 @@ pub enum DataError {
         /// Its 0-based position in the input.
         index: usize,
     },
+    /// The token store of a split could not be opened.
+    #[error("opening the {split} token store")]
+    OpenStore {
+        /// The split (`train`, `dev`).
+        split: &'static str,
+        /// The store's error.
+        #[source]
+        source: Box<DataError>,
+    },
+    /// A prepared data directory has no training utterances.
+    #[error("{} has no training utterances", data.display())]
+    NoTrainingUtterances {
+        /// The data directory.
+        data: PathBuf,
+    },
+    /// No training utterance has codes in the token store.
+    #[error("no training utterance has codes in {}", tokens.display())]
+    NoTrainingCodes {
+        /// The token store directory.
+        tokens: PathBuf,
+    },
     /// An invalid setting.
     #[error("invalid {field}: {detail}")]
     Config {

@@ -11,6 +11,14 @@ pub enum DraftError {
         /// What is wrong, with the values involved.
         detail: String,
     },
+    /// The target model cannot have a draft trained on this data.
+    #[error("{detail}")]
+    Target {
+        /// The target's directory.
+        target: std::path::PathBuf,
+        /// What does not fit, naming the directory.
+        detail: String,
+    },
     /// The MTP model code refused the assembled parts.
     #[error(transparent)]
     Model(#[from] voxspec_mtp::MtpError),

@@ -9,8 +9,10 @@
 
 pub mod build;
 pub mod error;
+pub mod target;
 pub mod train;
 
 pub use build::{DraftSpec, build_draft};
 pub use error::{DraftError, Result};
+pub use target::{check_target, draft_config, target_info};
 pub use train::{DistillConfig, DraftTask};

@@ -9,17 +9,21 @@
 //! - [`plots`]: PNG line plots.
 
 pub mod codec;
+pub mod decode_report;
 pub mod error;
 pub mod judge;
 pub mod plots;
 pub mod socodec;
+pub mod socodec_streams;
 pub mod split;
 pub mod vocoder;
 
 pub use codec::{CodecEvalReport, CodecEvalSettings, evaluate_codec};
+pub use decode_report::{ar_over_baseline, decode_markdown, score_decode_rows, write_decode_plots};
 pub use error::{EvalError, Result};
 pub use judge::{AsrJudge, write_candidates};
 pub use plots::{DEFAULT_SIZE, LinePlot, Series, render_line_plot, write_line_plot};
 pub use socodec::{SoCodecEvalReport, SoCodecEvalSettings, evaluate_socodec};
+pub use socodec_streams::{StreamsReport, StreamsRow, write_streams_plots};
 pub use split::{EvalSplit, MCD_DEFINITION, at_rate, write_report};
 pub use vocoder::{VocoderEvalReport, VocoderEvalSettings, evaluate_vocoder};

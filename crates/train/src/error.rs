@@ -25,6 +25,9 @@ pub enum TrainError {
     /// Optimizer state could not be saved or loaded.
     #[error("optimizer state {path}: {message}")]
     Optimizer { path: PathBuf, message: String },
+    /// A peer's benchmark report does not match this run.
+    #[error("{}: {reason}", path.display())]
+    Peer { path: PathBuf, reason: String },
     /// A configuration value is out of range.
     #[error("invalid training config: `{field}` {reason}")]
     Config { field: &'static str, reason: String },

@@ -23,6 +23,7 @@ pub mod resumable;
 pub mod run_dir;
 pub mod task;
 pub mod throughput;
+pub mod throughput_report;
 pub mod trainer;
 pub mod weights;
 
@@ -35,5 +36,6 @@ pub use resumable::{Finished, RunSettings, resume_or_start, stop_on_ctrl_c};
 pub use run_dir::{RunStart, open_run, save_run_settings};
 pub use task::{BatchSource, Losses, Phase, TrainTask};
 pub use throughput::{Throughput, ThroughputConfig};
+pub use throughput_report::{ThroughputPeer, ThroughputReport, read_throughput_peer};
 pub use trainer::{StepReport, TrainObserver, TrainOutcome, Trainer};
 pub use weights::{load_weights, read_model_config, save_weights, write_model_config};

@@ -17,6 +17,7 @@ use voxspec_mtp::{MtpModel, load_mtp};
 
 use crate::engine::{ArEngine, EngineKind};
 use crate::error::{Result, TtsError};
+use crate::pipeline::{ModelPaths, Pipeline};
 
 /// How drafted tokens are accepted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -281,4 +282,73 @@ pub enum GroupsAt {
     Theta(f32),
     /// The θ whose groups have this mean size (the PCG paper's ablation uses 4.5 and 10.3).
     MeanSize(f64),
+}
+
+/// Where [`DecoderParts::prepare`] finds what a decoder needs besides the target model.
+#[derive(Debug, Clone, Copy)]
+pub struct PartSources<'a> {
+    /// The models (the transition matrix file, the engine a draft runs on).
+    pub paths: &'a ModelPaths,
+    /// Weight of the transition matrix's log-probabilities ([`DecoderParts::load_transitions`]).
+    pub transition_weight: f32,
+    /// The draft model directory of separate-draft speculative decoders.
+    pub draft: Option<&'a Path>,
+    /// Where PCG's threshold comes from.
+    pub groups: GroupsAt,
+}
+
+/// A decoder specification with the parts it needs loaded.
+pub struct PreparedDecoder {
+    /// The specification (a PCG rule carries the θ its groups were built at).
+    pub spec: DecoderSpec,
+    /// Its parts; [`DecoderParts::build`] makes the decoder.
+    pub parts: DecoderParts,
+    /// PCG's similarity groups, when built.
+    pub groups: Option<Arc<SimilarityGroups>>,
+}
+
+impl DecoderParts {
+    /// Loads what `spec` needs for `pipeline`'s AR model: the transition matrix of a Viterbi
+    /// decoder, the draft of a separate-draft speculative decoder, and PCG's similarity groups
+    /// (the θ in a PCG `spec` is replaced by the one they were built at).
+    ///
+    /// # Errors
+    /// [`TtsError::Decoder`] for a speculative `spec` without a draft directory; as
+    /// [`Self::load_transitions`], [`load_draft`] and [`Self::add_groups`].
+    pub fn prepare(
+        spec: DecoderSpec,
+        pipeline: &Pipeline,
+        sources: &PartSources<'_>,
+        device: &Device,
+    ) -> Result<PreparedDecoder> {
+        let mut parts = DecoderParts::default();
+        if matches!(spec, DecoderSpec::MtpViterbi { .. }) {
+            parts.load_transitions(&sources.paths.transitions, sources.transition_weight)?;
+        }
+        let mut groups = None;
+        let spec = match spec {
+            DecoderSpec::Speculative { rule, gamma } => {
+                let dir = sources.draft.ok_or_else(|| TtsError::Decoder {
+                    spec: rule.name().into(),
+                    reason: "needs a draft model (--draft DIR)".into(),
+                })?;
+                parts.draft = Some(load_draft(dir, &pipeline.ar, sources.paths.engine, device)?);
+                let rule = match rule {
+                    RuleSpec::Pcg { .. } => {
+                        let (rule, built) = parts.add_groups(&pipeline.ar, sources.groups)?;
+                        groups = Some(built);
+                        rule
+                    }
+                    other => other,
+                };
+                DecoderSpec::Speculative { rule, gamma }
+            }
+            other => other,
+        };
+        Ok(PreparedDecoder {
+            spec,
+            parts,
+            groups,
+        })
+    }
 }

@@ -69,6 +69,7 @@
 
 mod any_pipeline;
 mod bench;
+mod bench_forward;
 mod decoders;
 mod engine;
 mod error;
@@ -86,7 +87,13 @@ pub use bench::{
     AsrScore, Baseline, BenchSettings, DecodeReport, DecodeRow, DecoderGrid, Judge, row_dir_name,
     run_decode_bench,
 };
-pub use decoders::{DecoderParts, DecoderSpec, GroupsAt, RuleSpec, load_draft};
+pub use bench_forward::{
+    DecoderPoint, Floor, ForwardBench, ForwardPeer, ForwardPoint, ForwardReport, GreedyPoint,
+    PeerPoint, device_read_bandwidth_gbs, read_forward_peer, run_forward_bench, same_peer_config,
+};
+pub use decoders::{
+    DecoderParts, DecoderSpec, GroupsAt, PartSources, PreparedDecoder, RuleSpec, load_draft,
+};
 pub use engine::{ArCache, ArEngine, EngineKind};
 pub use error::{Result, TtsError};
 pub use longform::{LongForm, LongSynthesis, Piece, SpokenPiece};

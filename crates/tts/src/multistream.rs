@@ -24,8 +24,8 @@ use voxspec_data::TextTokenizer;
 use voxspec_engine::NativeMultiStream;
 use voxspec_infer::{
     AcceptanceRule, FrameArDecoder, FrameDecoder, FrameGeneration, FrameModel, FrameMtpDecoder,
-    FrameRequest, FrameSpeculativeDecoder, SamplerConfig, SimilarityGroups, SpeculativeConfig,
-    Transitions, ViterbiConfig, groups_of_mean_size,
+    FrameRequest, FrameSpeculativeDecoder, FrameStats, SamplerConfig, SimilarityGroups,
+    SpeculativeConfig, Transitions, ViterbiConfig, groups_of_mean_size,
 };
 use voxspec_multistream::{
     MULTISTREAM_DRAFT_KIND, MULTISTREAM_KIND, MsFile, MsFrameLm, MsPrompt, MultiStreamConfig,
@@ -595,6 +595,32 @@ impl MultiStreamPipeline {
             lm_seconds,
             rest_seconds: start.elapsed().as_secs_f64(),
         })
+    }
+}
+
+impl MultiStreamPipeline {
+    /// Speaks text ids `[N]` with a voice vector `[D]` through [`Self::speak`], the LM stage run
+    /// by `decoder` ([`Self::generate`] with `seed`); returns the speech and the decoder's
+    /// counters.
+    ///
+    /// # Errors
+    /// As [`Self::speak`] and [`Self::generate`].
+    pub fn speak_with(
+        &self,
+        decoder: &MultiStreamDecoder<'_>,
+        text: &[u32],
+        voice: &[f32],
+        seed: u64,
+        sampler: &SamplerConfig,
+    ) -> Result<(MultiStreamSpeech, Option<FrameStats>)> {
+        let mut stats = None;
+        let mut decode = |text: &[u32], durations: Option<&[u32]>, max_frames: usize| {
+            let g = self.generate(decoder, text, voice, durations, max_frames, seed, sampler)?;
+            stats = Some(g.stats);
+            Ok(g.frames)
+        };
+        let speech = self.speak(text, voice, &mut decode)?;
+        Ok((speech, stats))
     }
 }
 

@@ -94,6 +94,53 @@ impl SoCodec {
         self.global_vector(t)
     }
 
+    /// The first `keep` streams of a codes file's tokens (`data`: `[n_q, frames]` row-major,
+    /// read from `source`, named in errors), checked against this codec.
+    ///
+    /// # Shapes
+    /// - `data`: `[n_q · frames]` → `[keep][frames]`
+    ///
+    /// # Errors
+    /// [`CodecError::InvalidInput`] for more streams than the codec has, no frames, a token
+    /// outside a stream's vocabulary, or `keep` outside `1..=n_q`.
+    pub fn stream_tokens(
+        &self,
+        source: &std::path::Path,
+        (n_q, frames): (usize, usize),
+        data: &[i64],
+        keep: usize,
+    ) -> Result<Vec<Vec<u32>>, CodecError> {
+        let invalid = |detail: String| CodecError::InvalidInput { detail };
+        if !(1..=self.n_streams()).contains(&n_q) || frames == 0 || data.len() != n_q * frames {
+            return Err(invalid(format!(
+                "{}: tokens [{n_q}, {frames}] do not fit the codec ({} streams)",
+                source.display(),
+                self.n_streams()
+            )));
+        }
+        let vocab = self.stream_vocab() as i64;
+        if let Some(bad) = data.iter().find(|&&c| !(0..vocab).contains(&c)) {
+            return Err(invalid(format!(
+                "{}: token {bad} is outside a stream's vocabulary [0, {vocab})",
+                source.display()
+            )));
+        }
+        if !(1..=n_q).contains(&keep) {
+            return Err(invalid(format!(
+                "{}: {keep} streams asked for; the file holds streams 1..={n_q}",
+                source.display()
+            )));
+        }
+        Ok((0..keep)
+            .map(|s| {
+                data[s * frames..(s + 1) * frames]
+                    .iter()
+                    .map(|&u| u as u32)
+                    .collect()
+            })
+            .collect())
+    }
+
     /// Log-mel of stream tokens (the first `b` streams, `b = tokens.len()`) with a voice, in
     /// the front end's units (the config's band statistics undone).
     ///
