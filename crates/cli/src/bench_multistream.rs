@@ -36,16 +36,8 @@ pub struct MultiStreamBenchArgs {
     /// The codec [default: the one the LM was trained on].
     #[arg(long, value_name = "DIR")]
     codec: Option<PathBuf>,
-    /// Vocoder of the codec's log-mel.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "checkpoints/vocoder-minitts"
-    )]
-    vocoder: PathBuf,
-    /// Griffin-Lim instead of the vocoder.
-    #[arg(long)]
-    griffin_lim: bool,
+    #[command(flatten)]
+    vocoding: crate::synth_args::VocoderArgs,
     /// Implementation that runs the LM and the draft: the native CPU engine (f32 or bf16
     /// weights) or Burn.
     #[arg(long, value_enum, default_value_t = EngineKind::Native)]
@@ -138,7 +130,7 @@ pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
         &MultiStreamPaths {
             model: args.model.clone(),
             codec: args.codec.clone(),
-            vocoder: (!args.griffin_lim).then(|| args.vocoder.clone()),
+            vocoder: args.vocoding.vocoder(),
             engine: args.engine,
         },
         &device,

@@ -36,16 +36,8 @@ pub struct ServeArgs {
     /// experiment without it speaks with no voice prompt.
     #[arg(long, value_name = "WAV")]
     prompt: Option<PathBuf>,
-    /// Multi-stream LMs: the vocoder that turns the codec's log-mel into audio.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "checkpoints/vocoder-minitts"
-    )]
-    vocoder: PathBuf,
-    /// Multi-stream LMs: Griffin-Lim instead of the vocoder.
-    #[arg(long)]
-    griffin_lim: bool,
+    #[command(flatten)]
+    vocoding: crate::synth_args::VocoderArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: String,
@@ -135,17 +127,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
                     reference.display()
                 );
             }
-            if !args.griffin_lim && !args.vocoder.join("config.json").is_file() {
+            if let Some(vocoder) = args.vocoding.vocoder()
+                && !vocoder.join("config.json").is_file()
+            {
                 bail!(
                     "--vocoder {}: no vocoder there (no config.json); train one with `voxspec \
                      vocoder train`, or pass --griffin-lim",
-                    args.vocoder.display()
+                    vocoder.display()
                 );
             }
             ModelSource::MultiStream(MultiStreamPaths {
                 model: paths.ar.clone(),
                 codec: args.models.codec.clone(),
-                vocoder: (!args.griffin_lim).then(|| args.vocoder.clone()),
+                vocoder: args.vocoding.vocoder(),
                 engine: paths.engine,
             })
         }

@@ -265,16 +265,8 @@ pub struct SynthesizeArgs {
     pub(crate) sampling: SamplingArgs,
     #[command(flatten)]
     pub(crate) lengths: LengthArgs,
-    /// Multi-stream LMs: the vocoder that turns the codec's log-mel into audio.
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "checkpoints/vocoder-minitts"
-    )]
-    pub(crate) vocoder: PathBuf,
-    /// Multi-stream LMs: Griffin-Lim instead of the vocoder.
-    #[arg(long)]
-    pub(crate) griffin_lim: bool,
+    #[command(flatten)]
+    pub(crate) vocoding: VocoderArgs,
     /// Make the audio in chunks, as a server streams it, and report the time to the first
     /// chunk (the output file is the chunks joined).
     #[arg(long)]
@@ -305,4 +297,26 @@ pub(crate) fn sentences(args: &SynthesizeArgs) -> anyhow::Result<Vec<String>> {
         }
         (None, None) => bail!("give --text or --text-file"),
     })
+}
+
+/// How a multi-stream LM's log-mel becomes audio (synthesize, serve, bench multistream).
+#[derive(Debug, Clone, Args)]
+pub struct VocoderArgs {
+    /// Multi-stream LMs: the vocoder that turns the codec's log-mel into audio.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "checkpoints/vocoder-minitts"
+    )]
+    pub(crate) vocoder: PathBuf,
+    /// Multi-stream LMs: Griffin-Lim instead of the vocoder.
+    #[arg(long)]
+    pub(crate) griffin_lim: bool,
+}
+
+impl VocoderArgs {
+    /// The vocoder directory, `None` for Griffin-Lim.
+    pub(crate) fn vocoder(&self) -> Option<PathBuf> {
+        (!self.griffin_lim).then(|| self.vocoder.clone())
+    }
 }

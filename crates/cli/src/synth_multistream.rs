@@ -64,7 +64,7 @@ pub(crate) fn synthesize(args: &SynthesizeArgs) -> anyhow::Result<()> {
     let paths = MultiStreamPaths {
         model: model_dir.to_path_buf(),
         codec: args.models.codec.clone(),
-        vocoder: (!args.griffin_lim).then(|| args.vocoder.clone()),
+        vocoder: args.vocoding.vocoder(),
         engine: args.models.engine,
     };
     let pipeline = MultiStreamPipeline::load(&paths, &device)?;

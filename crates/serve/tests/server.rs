@@ -524,6 +524,15 @@ async fn the_page_speaks_in_headless_chromium() {
 }
 
 /// 16-bit samples of little-endian PCM bytes.
+/// The largest difference between two sample sequences, in LSB.
+fn max_difference(a: &[i16], b: &[i16]) -> i32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs())
+        .max()
+        .unwrap_or(0)
+}
+
 fn samples(pcm: &[u8]) -> Vec<i16> {
     pcm.chunks_exact(2)
         .map(|b| i16::from_le_bytes([b[0], b[1]]))
@@ -572,12 +581,7 @@ async fn streamed_audio_arrives_in_chunks_and_equals_the_whole_response() {
     assert!(frames > 2, "the audio came in {frames} body frame(s)");
     let (a, b) = (samples(&whole), samples(&streamed));
     assert_eq!(a.len(), b.len());
-    let worst = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs())
-        .max()
-        .unwrap_or(0);
+    let worst = max_difference(&a, &b);
     assert!(worst <= 1, "streamed and whole audio differ by {worst} LSB");
 
     // A WAV stream starts with a header whose sizes are left open.
@@ -836,12 +840,7 @@ async fn a_long_text_is_spoken_sentence_by_sentence() {
     assert_eq!(status, StatusCode::OK);
     let (a, b) = (samples(&streamed), expected);
     assert_eq!(a.len(), b.len());
-    let worst = a
-        .iter()
-        .zip(&b)
-        .map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs())
-        .max()
-        .unwrap_or(0);
+    let worst = max_difference(&a, &b);
     assert!(
         worst <= 1,
         "streamed and whole long-form audio differ by {worst} LSB"
