@@ -1,14 +1,18 @@
-//! Long texts on the server: a request whose text has several sentences is spoken piece by
-//! piece — the worker plans the pieces ([`voxspec_tts::AnyPipeline::plan_pieces`]: sentences,
-//! clauses of one too long for the model), each piece runs as its own request in order (piece
-//! `i` with seed `seed + i`, the rule of `voxspec synthesize`), and the pieces are joined with
-//! the pauses of [`crate::Defaults::long_form`]. A streamed response starts with the first
-//! piece's first chunk; the next piece is submitted when the one before has finished, so on a
-//! busy server a long text does not hold more than one batch slot at a time.
+//! Long texts on the server: a request whose text has several sentences is spoken sentence by
+//! sentence — the text is cut into sentences (`voxspec_data::sentences`), and just before a
+//! sentence is spoken the worker plans it ([`voxspec_tts::AnyPipeline::plan_pieces`]: the
+//! sentence, or its clauses when its request would not fit the model's context). Each piece runs
+//! as its own request in order (piece `i` with seed `seed + i`, the rule of `voxspec
+//! synthesize`), and the pieces are joined with the pauses of [`crate::Defaults::long_form`].
+//! Planning one sentence at a time keeps the first audio of a long text as early as a short
+//! one's; a streamed response starts with the first piece's first chunk, and the next piece is
+//! submitted when the one before has finished, so a long text holds one batch slot at a time.
 //!
-//! A text of one piece goes through unchanged, so its audio equals the one-request synthesis.
+//! A text of one sentence goes through unchanged (planned whole), so its audio equals the
+//! one-request synthesis.
 
 use tokio::sync::{mpsc as chunks, oneshot};
+use voxspec_data::sentences::split_sentences;
 
 use crate::api::SpeechRequest;
 use crate::error::ApiError;
@@ -16,8 +20,11 @@ use crate::worker::{Job, Reply, Speech, Synthesizer};
 
 type ChunkSender = chunks::UnboundedSender<Result<Vec<f32>, ApiError>>;
 
+/// A sentence of a long text and the silence after it, seconds.
+type SentencePlan = (String, f32);
+
 impl Synthesizer {
-    /// Speaks `request`'s text, piece by piece when it has several sentences (see the module
+    /// Speaks `request`'s text, sentence by sentence when it has several (see the module
     /// documentation). The response's figures (`x-ar-tokens`, ...) are the first piece's for a
     /// streamed response and the sums over the pieces for a whole one.
     ///
@@ -25,27 +32,38 @@ impl Synthesizer {
     /// As [`Synthesizer::synthesize`]; a piece that fails after a streamed response has
     /// started ends its stream with the error.
     pub async fn synthesize_text(&self, request: SpeechRequest) -> Result<Reply, ApiError> {
-        let pieces = self.plan(request.clone()).await?;
-        if pieces.len() <= 1 {
-            return self.synthesize(request).await;
+        let sentences = split_sentences(&request.input);
+        if sentences.len() <= 1 {
+            // One sentence: planned whole (its clauses when it is too long for the context).
+            let pieces = self.plan(request.clone()).await?;
+            if pieces.len() <= 1 {
+                return self.synthesize(request).await;
+            }
         }
-        let seed = request.seed.unwrap_or(0);
-        let requests: Vec<(SpeechRequest, f32)> = pieces
+        let n = sentences.len();
+        let plans: Vec<SentencePlan> = sentences
             .into_iter()
             .enumerate()
-            .map(|(i, piece)| {
-                let sub = SpeechRequest {
-                    input: piece.text,
-                    seed: Some(seed.wrapping_add(i as u64)),
-                    ..request.clone()
+            .map(|(i, s)| {
+                let pause = if i + 1 == n {
+                    0.0
+                } else if s.ends_paragraph {
+                    self.long_form.paragraph_pause
+                } else {
+                    self.long_form.sentence_pause
                 };
-                (sub, piece.pause)
+                (s.text, pause)
             })
             .collect();
-        if request.stream {
-            self.stream_pieces(requests).await
+        let speaker = Speaker {
+            synth: self.clone(),
+            request,
+            next_seed: 0,
+        };
+        if speaker.request.stream {
+            speaker.stream(plans).await
         } else {
-            self.whole_pieces(requests).await
+            speaker.whole(plans).await
         }
     }
 
@@ -59,34 +77,72 @@ impl Synthesizer {
             .await
             .map_err(|_| ApiError::unavailable("the synthesis worker has stopped"))?
     }
+}
+
+/// Speaks the sentences of one long request in order.
+struct Speaker {
+    synth: Synthesizer,
+    /// The original request (its text, voice, decoder, sampler, format).
+    request: SpeechRequest,
+    /// Pieces spoken so far: the next piece's seed offset.
+    next_seed: u64,
+}
+
+impl Speaker {
+    /// The requests of one sentence's pieces with the silence after each.
+    async fn pieces(
+        &mut self,
+        (text, pause): &SentencePlan,
+    ) -> Result<Vec<(SpeechRequest, f32)>, ApiError> {
+        let sentence = SpeechRequest {
+            input: text.clone(),
+            ..self.request.clone()
+        };
+        let pieces = self.synth.plan(sentence).await?;
+        let last = pieces.len().saturating_sub(1);
+        let seed = self.request.seed.unwrap_or(0);
+        let mut out = Vec::with_capacity(pieces.len());
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let sub = SpeechRequest {
+                input: piece.text,
+                seed: Some(seed.wrapping_add(self.next_seed)),
+                ..self.request.clone()
+            };
+            self.next_seed += 1;
+            out.push((sub, if i == last { *pause } else { piece.pause }));
+        }
+        Ok(out)
+    }
 
     /// One whole response: the pieces' samples and pauses, the figures summed.
-    async fn whole_pieces(&self, requests: Vec<(SpeechRequest, f32)>) -> Result<Reply, ApiError> {
+    async fn whole(mut self, plans: Vec<SentencePlan>) -> Result<Reply, ApiError> {
         let mut total: Option<Speech> = None;
-        for (sub, pause) in requests {
-            let speech = match self.synthesize(sub).await? {
-                Reply::Whole(speech) => speech,
-                Reply::Stream(..) => {
-                    return Err(ApiError::internal(
-                        "a whole request was answered with a stream",
-                    ));
-                }
-            };
-            let silence = pause_samples(pause, speech.sample_rate);
-            match &mut total {
-                None => {
-                    let mut first = speech;
-                    first.samples.resize(first.samples.len() + silence, 0.0);
-                    total = Some(first);
-                }
-                Some(t) => {
-                    t.samples.extend_from_slice(&speech.samples);
-                    t.samples.resize(t.samples.len() + silence, 0.0);
-                    t.tokens += speech.tokens;
-                    t.forwards += speech.forwards;
-                    t.drafted += speech.drafted;
-                    t.accepted += speech.accepted;
-                    t.batch = t.batch.max(speech.batch);
+        for plan in &plans {
+            for (sub, pause) in self.pieces(plan).await? {
+                let speech = match self.synth.synthesize(sub).await? {
+                    Reply::Whole(speech) => speech,
+                    Reply::Stream(..) => {
+                        return Err(ApiError::internal(
+                            "a whole request was answered with a stream",
+                        ));
+                    }
+                };
+                let silence = pause_samples(pause, speech.sample_rate);
+                match &mut total {
+                    None => {
+                        let mut first = speech;
+                        first.samples.resize(first.samples.len() + silence, 0.0);
+                        total = Some(first);
+                    }
+                    Some(t) => {
+                        t.samples.extend_from_slice(&speech.samples);
+                        t.samples.resize(t.samples.len() + silence, 0.0);
+                        t.tokens += speech.tokens;
+                        t.forwards += speech.forwards;
+                        t.drafted += speech.drafted;
+                        t.accepted += speech.accepted;
+                        t.batch = t.batch.max(speech.batch);
+                    }
                 }
             }
         }
@@ -95,47 +151,77 @@ impl Synthesizer {
             .ok_or_else(|| ApiError::internal("the text had no piece"))
     }
 
-    /// One streamed response: the first piece's stream now, the rest forwarded in order by a
-    /// task as each piece is spoken.
-    async fn stream_pieces(&self, requests: Vec<(SpeechRequest, f32)>) -> Result<Reply, ApiError> {
-        let mut requests = requests.into_iter();
-        let Some((first, first_pause)) = requests.next() else {
+    /// One streamed response: the first piece's stream now, the rest planned, spoken and
+    /// forwarded in order by a task.
+    async fn stream(mut self, plans: Vec<SentencePlan>) -> Result<Reply, ApiError> {
+        let mut plans = plans.into_iter();
+        let Some(first_plan) = plans.next() else {
             return Err(ApiError::internal("the text had no piece"));
         };
-        let (speech, first_chunks) = match self.synthesize(first).await? {
-            Reply::Stream(speech, chunks) => (speech, chunks),
-            Reply::Whole(speech) => {
-                let (tx, rx) = chunks::unbounded_channel();
-                let _ = tx.send(Ok(speech.samples.clone()));
-                (speech, rx)
-            }
+        let mut first_pieces = self.pieces(&first_plan).await?.into_iter();
+        let Some((first, first_pause)) = first_pieces.next() else {
+            return Err(ApiError::internal("the first sentence had no piece"));
         };
+        let (speech, first_chunks) = as_stream(self.synth.synthesize(first).await?);
         let rate = speech.sample_rate;
         let (tx, rx) = chunks::unbounded_channel();
-        let synth = self.clone();
+        let rest: Vec<(SpeechRequest, f32)> = first_pieces.collect();
         tokio::spawn(async move {
             if !forward(first_chunks, &tx, pause_samples(first_pause, rate)).await {
                 return;
             }
-            for (sub, pause) in requests {
-                let piece = match synth.synthesize(sub).await {
-                    Ok(Reply::Stream(_, piece)) => piece,
-                    Ok(Reply::Whole(speech)) => {
-                        let (one, piece) = chunks::unbounded_channel();
-                        let _ = one.send(Ok(speech.samples));
-                        piece
-                    }
+            if !self.speak(rest, &tx, rate).await {
+                return;
+            }
+            for plan in plans {
+                let pieces = match self.pieces(&plan).await {
+                    Ok(pieces) => pieces,
                     Err(e) => {
                         let _ = tx.send(Err(e));
                         return;
                     }
                 };
-                if !forward(piece, &tx, pause_samples(pause, rate)).await {
+                if !self.speak(pieces, &tx, rate).await {
                     return;
                 }
             }
         });
         Ok(Reply::Stream(speech, rx))
+    }
+
+    /// Speaks `pieces` in order into `tx`; false when one failed (its error was passed on) or
+    /// the client has gone.
+    async fn speak(&self, pieces: Vec<(SpeechRequest, f32)>, tx: &ChunkSender, rate: u32) -> bool {
+        for (sub, pause) in pieces {
+            let piece = match self.synth.synthesize(sub).await {
+                Ok(reply) => as_stream(reply).1,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return false;
+                }
+            };
+            if !forward(piece, tx, pause_samples(pause, rate)).await {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// A reply as a stream of chunks (a whole reply is one chunk).
+fn as_stream(
+    reply: Reply,
+) -> (
+    Speech,
+    chunks::UnboundedReceiver<Result<Vec<f32>, ApiError>>,
+) {
+    match reply {
+        Reply::Stream(speech, chunks) => (speech, chunks),
+        Reply::Whole(speech) => {
+            let (tx, rx) = chunks::unbounded_channel();
+            let _ = tx.send(Ok(speech.samples.clone()));
+            (speech, rx)
+        }
     }
 }
 

@@ -158,6 +158,8 @@ pub(crate) enum Job {
 #[derive(Clone)]
 pub struct Synthesizer {
     pub(crate) jobs: mpsc::Sender<Job>,
+    /// The pauses of long texts ([`Defaults::long_form`]).
+    pub(crate) long_form: LongForm,
     metrics: Arc<Metrics>,
     names: Arc<RwLock<Vec<String>>>,
 }
@@ -205,6 +207,7 @@ impl Synthesizer {
         metrics: Arc<Metrics>,
     ) -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let long_form = defaults.long_form;
         let names = Arc::new(RwLock::new(voices.keys().cloned().collect()));
         let worker = Worker {
             pipeline,
@@ -221,6 +224,7 @@ impl Synthesizer {
             .unwrap_or_else(|e| tracing::error!("cannot start the synthesis thread: {e}"));
         Self {
             jobs,
+            long_form,
             metrics,
             names,
         }
