@@ -79,6 +79,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         reader.read_to_end(&mut audio)?;
     }
+    // A streamed WAV's header leaves its sizes open (0xFFFFFFFF); now that the length is
+    // known, write them so every reader takes the file.
+    if audio.len() >= 44 && &audio[..4] == b"RIFF" && &audio[36..40] == b"data" {
+        let riff = u32::try_from(audio.len() - 8).unwrap_or(u32::MAX);
+        let data = u32::try_from(audio.len() - 44).unwrap_or(u32::MAX);
+        audio[4..8].copy_from_slice(&riff.to_le_bytes());
+        audio[40..44].copy_from_slice(&data.to_le_bytes());
+    }
     std::fs::write(&out, &audio)?;
     println!(
         "{out}: {} bytes in {:.3} s",
