@@ -45,13 +45,7 @@ impl Synthesizer {
             .into_iter()
             .enumerate()
             .map(|(i, s)| {
-                let pause = if i + 1 == n {
-                    0.0
-                } else if s.ends_paragraph {
-                    self.long_form.paragraph_pause
-                } else {
-                    self.long_form.sentence_pause
-                };
+                let pause = self.long_form.pause_after(&s, i + 1 == n);
                 (s.text, pause)
             })
             .collect();

@@ -533,6 +533,22 @@ fn max_difference(a: &[i16], b: &[i16]) -> i32 {
         .unwrap_or(0)
 }
 
+/// The app streaming in small chunks with one NAR pass per utterance: its streamed audio is
+/// then the whole response's, chunk joins aside.
+fn whole_nar_app(dir: &Path) -> Router {
+    app_from(
+        dir,
+        Defaults {
+            stream: StreamConfig {
+                first_frames: 9,
+                chunk_frames: 5,
+                nar: NarWindow::Whole,
+            },
+            ..Defaults::default()
+        },
+    )
+}
+
 fn samples(pcm: &[u8]) -> Vec<i16> {
     pcm.chunks_exact(2)
         .map(|b| i16::from_le_bytes([b[0], b[1]]))
@@ -542,18 +558,7 @@ fn samples(pcm: &[u8]) -> Vec<i16> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streamed_audio_arrives_in_chunks_and_equals_the_whole_response() {
     let dir = tempfile::tempdir().unwrap();
-    let app = app_from(
-        dir.path(),
-        Defaults {
-            // One NAR pass: the streamed audio is then the whole response's, chunk joins aside.
-            stream: StreamConfig {
-                first_frames: 9,
-                chunk_frames: 5,
-                nar: NarWindow::Whole,
-            },
-            ..Defaults::default()
-        },
-    );
+    let app = whole_nar_app(dir.path());
     let body = json!({"input": "The cat sat on the mat.", "seed": 3, "response_format": "pcm"});
     let (status, _, whole) = speak(&app, body.clone()).await;
     assert_eq!(status, StatusCode::OK);
@@ -791,22 +796,11 @@ async fn serves_a_multistream_lm() {
 }
 
 /// A text of several sentences is spoken sentence by sentence (sentence i with seed + i) and
-/// joined with the sentence pause; streamed, the same audio arrives, starting before the last
-/// sentence is spoken.
+/// joined with the sentence pause; streamed, the same audio arrives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_text_is_spoken_sentence_by_sentence() {
     let dir = tempfile::tempdir().unwrap();
-    let app = app_from(
-        dir.path(),
-        Defaults {
-            stream: StreamConfig {
-                first_frames: 9,
-                chunk_frames: 5,
-                nar: NarWindow::Whole,
-            },
-            ..Defaults::default()
-        },
-    );
+    let app = whole_nar_app(dir.path());
     let sentences = ["The cat sat.", "A dog ran home.", "Birds flew south."];
     let pcm =
         |text: &str, seed: u64| json!({"input": text, "seed": seed, "response_format": "pcm"});

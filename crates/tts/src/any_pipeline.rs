@@ -203,7 +203,7 @@ impl AnyPipeline {
                     return Err(TtsError::Text("the text has nothing to speak".into()));
                 }
                 let mut pieces = Vec::new();
-                for sentence in &sentences {
+                for (s, sentence) in sentences.iter().enumerate() {
                     let clauses = voxspec_data::sentences::split_clauses(
                         &sentence.text,
                         MULTISTREAM_PIECE_CHARS,
@@ -212,19 +212,14 @@ impl AnyPipeline {
                     for (i, clause) in clauses.into_iter().enumerate() {
                         let pause = if i + 1 < n {
                             config.clause_pause
-                        } else if sentence.ends_paragraph {
-                            config.paragraph_pause
                         } else {
-                            config.sentence_pause
+                            config.pause_after(sentence, s + 1 == sentences.len())
                         };
                         pieces.push(TextPiece {
                             text: clause,
                             pause,
                         });
                     }
-                }
-                if let Some(last) = pieces.last_mut() {
-                    last.pause = 0.0;
                 }
                 Ok(pieces)
             }

@@ -10,7 +10,7 @@
 //! A sentence keeps its own seed (`seed + index`), so the audio of a piece does not depend on
 //! the pieces before it: a one-sentence text gives exactly [`Pipeline::synthesize`]'s samples.
 
-use voxspec_data::sentences::{split_clauses, split_sentences};
+use voxspec_data::sentences::{Sentence, split_clauses, split_sentences};
 use voxspec_infer::{Decoder, Request, SamplerConfig, StopReason};
 use voxspec_mtp::TtsPrompt;
 
@@ -36,6 +36,20 @@ impl Default for LongForm {
             sentence_pause: 0.35,
             paragraph_pause: 0.8,
             clause_pause: 0.15,
+        }
+    }
+}
+
+impl LongForm {
+    /// The silence after `sentence`: none after the text's `last` sentence, the paragraph
+    /// pause after a paragraph's last sentence, else the sentence pause.
+    pub fn pause_after(&self, sentence: &Sentence, last: bool) -> f32 {
+        if last {
+            0.0
+        } else if sentence.ends_paragraph {
+            self.paragraph_pause
+        } else {
+            self.sentence_pause
         }
     }
 }
@@ -103,21 +117,14 @@ impl Pipeline {
             return Err(TtsError::Text("the text has nothing to speak".into()));
         }
         let mut pieces: Vec<Piece> = Vec::new();
-        for sentence in &sentences {
+        for (i, sentence) in sentences.iter().enumerate() {
             let first = pieces.len();
             self.plan_piece(&sentence.text, prompt, lengths, config, seed, &mut pieces)?;
             if pieces.len() > first
                 && let Some(last) = pieces.last_mut()
             {
-                last.pause = if sentence.ends_paragraph {
-                    config.paragraph_pause
-                } else {
-                    config.sentence_pause
-                };
+                last.pause = config.pause_after(sentence, i + 1 == sentences.len());
             }
-        }
-        if let Some(last) = pieces.last_mut() {
-            last.pause = 0.0;
         }
         Ok(pieces)
     }
