@@ -124,7 +124,7 @@
 //! memory at M = 1 the two are within the noise, and it rounds the activations too (error
 //! relative to Σ|x·w| 2.9e-4 against 2.0e-4). The decode step is bandwidth-bound at small k, so
 //! the widening kernels ship; VDPBF16PS is the way to cheaper large-k (verification) steps.
-//! On the Intel Xeon of a later session (AVX512-BF16 and AMX too) the same example found it
+//! On an Intel Xeon host (AVX512-BF16 and AMX too) the same example found it
 //! slower than widening at every M (256 × 1024 in L3, µs: 22/28/32/83 against 27/15/26/67 at
 //! M = 1/2/4/8; 1024² from memory 335–394 against 260–298), and a VDPBF16PS path in the
 //! engine (re-pairing two packed rows per K-pair, activations rounded to bf16) made the main
