@@ -89,6 +89,12 @@ pub struct TrainArgs {
     /// made from them improves.
     #[arg(long, requires = "init")]
     pub(crate) decoder_only: bool,
+    /// With --decoder-only: a token store (train and dev shards, the codec's n_q and frame
+    /// rate) whose codes the decoder renders instead of the codec's own encoding of each
+    /// recording — e.g. the recordings' RVQ-1 with layers 2..N filled in by a NAR model, so the
+    /// decoder learns the codes synthesis hands it. The targets stay the recordings.
+    #[arg(long, value_name = "DIR", requires = "decoder_only")]
+    pub(crate) decoder_codes: Option<PathBuf>,
     /// Codec family: the SpeechTokenizer-style waveform codec, or SoCodec (teacher features →
     /// ordered token streams → log-mel; needs --teacher-features and, to make audio, a vocoder).
     #[arg(long, value_enum, default_value = "speechtokenizer")]

@@ -18,7 +18,7 @@ use voxspec_codec::SpeechTokenizer;
 use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
 use voxspec_codec::speechtokenizer::prepare::{encode_codes, extract_codes, load_codec_split};
 use voxspec_codec::speechtokenizer::train::{CodecData, CodecTrainConfig, CodecTrainTask};
-use voxspec_data::{Progress, TokenStoreMeta, TokenStoreWriter};
+use voxspec_data::{Progress, TokenStore, TokenStoreMeta, TokenStoreWriter};
 use voxspec_teacher::FeatureStoreReader;
 use voxspec_train::Trainer;
 
@@ -67,6 +67,8 @@ struct RunFile {
     teacher_features: Option<PathBuf>,
     #[serde(default)]
     init: Option<PathBuf>,
+    #[serde(default)]
+    decoder_codes: Option<PathBuf>,
     task: CodecTrainConfig,
 }
 
@@ -117,6 +119,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             preset: args.preset,
             teacher_features: args.teacher_features.clone(),
             init: args.init.clone(),
+            decoder_codes: args.decoder_codes.clone(),
             task,
         })
     })?;
@@ -154,15 +157,46 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             (None, None)
         }
     };
-    let device = crate::device::single()?;
-    let load = |utts, store: Option<&FeatureStoreReader>, what| {
-        load_codec_split(utts, &model_config, store, &Bar::new(), what, &device)
+    let open_codes = |split: &str| -> anyhow::Result<Option<TokenStore>> {
+        run.decoder_codes
+            .as_ref()
+            .map(|dir| {
+                TokenStore::open(dir, split)
+                    .with_context(|| format!("opening the decoder's codes {}", dir.display()))
+            })
+            .transpose()
     };
-    let train_utts = load(&train, train_store.as_ref(), "train audio")?;
+    let train_codes = open_codes("train")?;
+    let dev_codes = if dev.is_empty() {
+        None
+    } else {
+        open_codes("dev")?
+    };
+    if let Some(dir) = &run.decoder_codes {
+        println!("the decoder renders the codes of {}", dir.display());
+    }
+    let device = crate::device::single()?;
+    let load = |utts, store: Option<&FeatureStoreReader>, codes: Option<&TokenStore>, what| {
+        load_codec_split(
+            utts,
+            &model_config,
+            store,
+            codes,
+            &Bar::new(),
+            what,
+            &device,
+        )
+    };
+    let train_utts = load(
+        &train,
+        train_store.as_ref(),
+        train_codes.as_ref(),
+        "train audio",
+    )?;
     let dev_utts = if dev.is_empty() {
         Vec::new()
     } else {
-        load(&dev, dev_store.as_ref(), "dev audio")?
+        load(&dev, dev_store.as_ref(), dev_codes.as_ref(), "dev audio")?
     };
     println!(
         "train: {} utterances, dev: {} utterances; segments of {} samples, batch {}",

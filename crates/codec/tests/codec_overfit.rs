@@ -62,6 +62,7 @@ fn small_codec_overfits_one_segment() {
     let utterance = CodecUtterance {
         samples: segment(),
         teacher: None,
+        codes: None,
     };
     let config = CodecTrainConfig::new()
         .with_model(model_config())

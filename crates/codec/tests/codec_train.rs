@@ -14,7 +14,7 @@ use voxspec_codec::speechtokenizer::train::{
     CodecData, CodecTrainConfig, CodecTrainTask, CodecUtterance,
 };
 use voxspec_codec::speechtokenizer::{DiscriminatorsConfig, SeanetConfig};
-use voxspec_train::{OptimConfig, TrainConfig, Trainer};
+use voxspec_train::{BatchSource, OptimConfig, TrainConfig, TrainTask, Trainer};
 
 const HOP: usize = 8;
 const SEMANTIC: usize = 6;
@@ -48,6 +48,7 @@ fn utterances() -> Vec<CodecUtterance> {
             CodecUtterance {
                 samples,
                 teacher: Some((teacher, frames, SEMANTIC)),
+                codes: None,
             }
         })
         .collect()
@@ -197,6 +198,88 @@ fn decoder_only_training_keeps_the_codes() {
     );
     let codes = |m: &SpeechTokenizer| values(m.encode(wave.clone(), 2).unwrap().float());
     assert_eq!(codes(&tune(true)), codes(&base));
+}
+
+/// Decoder-only training on given codes (e.g. a NAR's): each batch carries the given codes of
+/// exactly the frames its wave segment covers (the last frame repeated past the end), the loss
+/// renders those codes (other codes, another loss; no quantizer terms), and codes without
+/// `decoder_only` are refused.
+#[test]
+fn decoder_only_training_renders_given_codes() {
+    let _guard = serial();
+    let device = Device::flex().autodiff();
+    const N_Q: usize = 2;
+    // Samples that name their own index, so a segment tells where it was cut.
+    let with_codes = |shift: u32| -> Vec<CodecUtterance> {
+        (0..3)
+            .map(|u| {
+                let len = 200 + 64 * u;
+                let frames = len / HOP;
+                let codes: Vec<u32> = (0..N_Q * frames)
+                    .map(|i| (i as u32 * 3 + u as u32 + shift) % 8)
+                    .collect();
+                CodecUtterance {
+                    samples: (0..len).map(|n| u as f32 + (n + 1) as f32 * 1e-4).collect(),
+                    teacher: None,
+                    codes: Some((codes, frames)),
+                }
+            })
+            .collect()
+    };
+    let utts = with_codes(0);
+    let data = CodecData::new(utts.clone(), 256, 2, HOP, 1).unwrap();
+    let batch = data.batch(0, 0, &device).unwrap();
+    let codes = batch
+        .codes
+        .clone()
+        .expect("the batch carries the given codes");
+    let [n_q, b, frames] = codes.dims();
+    assert_eq!([n_q, b, frames], [N_Q, 2, 256 / HOP]);
+    let got: Vec<i64> = codes.into_data().convert::<i64>().try_into_vec().unwrap();
+    let wave = values(batch.wave.clone());
+    for row in 0..b {
+        let first_sample = wave[row * 256];
+        let (u, utt) = utts
+            .iter()
+            .enumerate()
+            .find(|(_, x)| x.samples.contains(&first_sample))
+            .expect("the segment comes from an utterance");
+        let s0 = utt.samples.iter().position(|&v| v == first_sample).unwrap();
+        assert_eq!(s0 % HOP, 0, "utterance {u}: segments start on a frame");
+        let (given, given_frames) = utt.codes.as_ref().unwrap();
+        for q in 0..N_Q {
+            for t in 0..frames {
+                let src = (s0 / HOP + t).min(given_frames - 1);
+                assert_eq!(
+                    got[(q * b + row) * frames + t],
+                    i64::from(given[q * given_frames + src]),
+                    "layer {q}, row {row}, frame {t}"
+                );
+            }
+        }
+    }
+
+    let config = config_with(None).with_decoder_only(true);
+    let task_on = |utts: Vec<CodecUtterance>, config: CodecTrainConfig| {
+        let data = CodecData::new(utts, 256, 2, HOP, 1).unwrap();
+        CodecTrainTask::new(config, data, None, &device).unwrap()
+    };
+    let task = task_on(utts.clone(), config.clone());
+    let model = task.init_model(&device).unwrap();
+    let loss = |task: &CodecTrainTask, batch| {
+        let l = task.loss(&model, &batch, 0).unwrap();
+        let names: Vec<String> = l.terms.iter().map(|(n, _)| n.clone()).collect();
+        (values(l.total)[0], names)
+    };
+    let (a, names) = loss(&task, batch.clone());
+    assert_eq!(names, ["mel", "recon"]);
+    let other = task_on(with_codes(5), config.clone());
+    let (b_loss, _) = loss(&other, other.train_data().batch(0, 0, &device).unwrap());
+    assert!(a.is_finite() && b_loss.is_finite());
+    assert_ne!(a, b_loss, "the loss does not depend on the given codes");
+
+    let plain = task_on(utts, config.with_decoder_only(false));
+    assert!(plain.loss(&model, &batch, 0).is_err());
 }
 
 #[test]

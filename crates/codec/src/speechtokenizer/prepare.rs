@@ -7,7 +7,7 @@ use std::path::Path;
 
 use burn::tensor::{Device, Tensor, TensorData};
 use rayon::prelude::*;
-use voxspec_data::{Codes, Progress, TokenStoreWriter, Utterance};
+use voxspec_data::{Codes, Progress, TokenStore, TokenStoreWriter, Utterance};
 use voxspec_teacher::FeatureStoreReader;
 
 use super::train::CodecUtterance;
@@ -56,14 +56,18 @@ pub fn teacher_features_for(
 }
 
 /// The training utterances of a split, in memory, in parallel: audio at the codec's rate and,
-/// with `features`, teacher features at the codec's frames ([`teacher_features_for`]).
+/// with `features`, teacher features at the codec's frames ([`teacher_features_for`]); with
+/// `codes`, the codes the decoder renders in their place ([`CodecUtterance::codes`]; a store of
+/// the codec's own frame rate and `n_q`).
 ///
 /// # Errors
-/// [`CodecError::Audio`] or [`CodecError::MissingFeatures`] naming the utterance.
+/// [`CodecError::Audio`], [`CodecError::MissingFeatures`] or [`CodecError::FrameCount`]
+/// naming the utterance; [`CodecError::InvalidInput`] for a code store of another shape.
 pub fn load_codec_split(
     utterances: &[Utterance],
     config: &SpeechTokenizerConfig,
     features: Option<&FeatureStoreReader>,
+    codes: Option<&TokenStore>,
     progress: &dyn Progress,
     what: &str,
     device: &Device,
@@ -71,6 +75,25 @@ pub fn load_codec_split(
     let rate = config.sample_rate;
     let hop = config.hop_length();
     let codec_rate = config.frame_rate();
+    if let Some(store) = codes {
+        let meta = store.meta();
+        if meta.n_q != config.n_q
+            || meta.codebook_size as usize != config.codebook_size
+            || (meta.frame_rate - codec_rate).abs() > 1e-3
+        {
+            return Err(CodecError::InvalidInput {
+                detail: format!(
+                    "the code store holds {} × {} codes at {} Hz; the codec has {} × {} at {} Hz",
+                    meta.n_q,
+                    meta.codebook_size,
+                    meta.frame_rate,
+                    config.n_q,
+                    config.codebook_size,
+                    codec_rate
+                ),
+            });
+        }
+    }
     progress.start(utterances.len() as u64, what);
     let out = utterances
         .par_iter()
@@ -87,8 +110,31 @@ pub fn load_codec_split(
                     )
                 })
                 .transpose()?;
+            let codes = codes
+                .map(|store| {
+                    let c = store.get(&u.id).ok_or_else(|| CodecError::FrameCount {
+                        id: u.id.clone(),
+                        detail: "the code store has no codes for it".into(),
+                    })?;
+                    let frames = samples.len().div_ceil(hop);
+                    if c.n_frames + 2 < frames || c.n_frames > frames + 2 {
+                        return Err(CodecError::FrameCount {
+                            id: u.id.clone(),
+                            detail: format!(
+                                "{} frames of codes for {frames} frames of audio",
+                                c.n_frames
+                            ),
+                        });
+                    }
+                    Ok((c.data.clone(), c.n_frames))
+                })
+                .transpose()?;
             progress.inc(1);
-            Ok(CodecUtterance { samples, teacher })
+            Ok(CodecUtterance {
+                samples,
+                teacher,
+                codes,
+            })
         })
         .collect::<Result<Vec<_>, CodecError>>();
     progress.finish();

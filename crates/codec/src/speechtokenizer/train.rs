@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! batch: wave segments [B, 1, segment] (+ teacher features [B, frames, semantic_dim])
+//!        (+ given codes [n_q, B, frames] for a decoder-only run on another model's codes)
 //! loss = Σ λ_i mel_i + λ_rec · L1(wave) + λ_commit · commitment + λ_distill · d-axis distillation
 //! after each optimizer step: EMA update of every codebook on the step's batches
 //!   (k-means on the first batch), randomness from the loop's per-step seed
@@ -17,7 +18,7 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_train::{BatchSource, Losses, Phase, TrainError, TrainTask};
 
 use super::discriminators::{Discriminators, DiscriminatorsConfig};
@@ -86,6 +87,9 @@ pub struct CodecBatch {
     pub wave: Tensor<3>,
     /// Teacher features at the codec frame rate `[batch, frames, semantic_dim]`.
     pub teacher: Option<Tensor<3>>,
+    /// Codes the decoder renders instead of the codec's own `[n_q, batch, frames]`
+    /// ([`CodecUtterance::codes`]).
+    pub codes: Option<Tensor<3, Int>>,
 }
 
 /// One utterance: mono samples at the codec's rate and, optionally, teacher features already
@@ -96,6 +100,12 @@ pub struct CodecUtterance {
     pub samples: Vec<f32>,
     /// Teacher features `(values, frames, dim)`.
     pub teacher: Option<(Vec<f32>, usize, usize)>,
+    /// Codes for the decoder to render in place of the codec's own encoding of `samples`:
+    /// `(values, frames)`, `[n_q, frames]` stream-major at the codec's frame rate — e.g. the
+    /// recording's RVQ-1 with the layers above filled in by a NAR model, so a decoder-only run
+    /// ([`CodecTrainConfig::decoder_only`]) fits the decoder to the codes synthesis gives it.
+    /// Frames past the given ones repeat the last.
+    pub codes: Option<(Vec<u32>, usize)>,
 }
 
 /// A deterministic batch plan over in-memory utterances: epoch `e` visits the utterances in a
@@ -173,6 +183,12 @@ impl BatchSource<CodecBatch> for CodecData {
             .as_ref()
             .map_or(0, |t| t.2);
         let mut teacher = vec![0.0f32; self.batch_size * frames * dim];
+        let with_codes = picks.iter().all(|&u| self.utterances[u].codes.is_some());
+        let n_q = self.utterances[picks[0]]
+            .codes
+            .as_ref()
+            .map_or(0, |(values, f)| values.len() / (*f).max(1));
+        let mut codes = vec![0i64; n_q * self.batch_size * frames];
         for (b, &u) in picks.iter().enumerate() {
             let utt = &self.utterances[u];
             let avail_frames = utt.samples.len() / self.hop;
@@ -200,6 +216,22 @@ impl BatchSource<CodecBatch> for CodecData {
                 let dst = b * frames * dim;
                 teacher[dst..dst + m * d].copy_from_slice(src);
             }
+            if let (true, Some((values, c_frames))) = (with_codes, &utt.codes) {
+                if *c_frames == 0 || values.len() != n_q * c_frames {
+                    return Err(TrainError::task(crate::CodecError::QuantizerShape {
+                        what: "given codes [n_q, frames]",
+                        expected: vec![n_q, *c_frames],
+                        found: vec![values.len() / (*c_frames).max(1), *c_frames],
+                    }));
+                }
+                for q in 0..n_q {
+                    let row = &values[q * c_frames..(q + 1) * c_frames];
+                    let dst = (q * self.batch_size + b) * frames;
+                    for t in 0..frames {
+                        codes[dst + t] = i64::from(row[(first + t).min(c_frames - 1)]);
+                    }
+                }
+            }
         }
         Ok(CodecBatch {
             wave: Tensor::from_data(
@@ -209,6 +241,12 @@ impl BatchSource<CodecBatch> for CodecData {
             teacher: (with_teacher && dim > 0).then(|| {
                 Tensor::from_data(
                     TensorData::new(teacher, [self.batch_size, frames, dim]),
+                    device,
+                )
+            }),
+            codes: (with_codes && n_q > 0).then(|| {
+                Tensor::from_data(
+                    TensorData::new(codes, [n_q, self.batch_size, frames]),
                     device,
                 )
             }),
@@ -320,14 +358,29 @@ impl TrainTask for CodecTrainTask {
     ) -> voxspec_train::Result<Losses> {
         let c = &self.config;
         let codec = &model.generator;
-        let out = codec
-            .forward(batch.wave.clone(), codec.n_q())
-            .map_err(TrainError::task)?;
+        let (audio, out) = match &batch.codes {
+            Some(codes) if c.decoder_only => {
+                let audio = codec.decode(codes.clone()).map_err(TrainError::task)?;
+                (audio, None)
+            }
+            Some(_) => {
+                return Err(TrainError::task(crate::CodecError::InvalidConfig {
+                    field: "decoder_only",
+                    reason: "given codes train the decoder alone; set decoder_only".into(),
+                }));
+            }
+            None => {
+                let out = codec
+                    .forward(batch.wave.clone(), codec.n_q())
+                    .map_err(TrainError::task)?;
+                (out.audio.clone(), Some(out))
+            }
+        };
         let [b, _, s] = batch.wave.dims();
-        let [_, _, s_hat] = out.audio.dims();
+        let [_, _, s_hat] = audio.dims();
         let n = s.min(s_hat);
         let real = batch.wave.clone().narrow(2, 0, n); // [batch, 1, n]
-        let fake = out.audio.clone().narrow(2, 0, n); // [batch, 1, n]
+        let fake = audio.clone().narrow(2, 0, n); // [batch, 1, n]
         if phase == 1 {
             let Some(disc) = &model.discriminator else {
                 return Err(TrainError::task(crate::CodecError::InvalidConfig {
@@ -342,22 +395,20 @@ impl TrainTask for CodecTrainTask {
             });
         }
         let x = batch.wave.clone().reshape([b, s]); // [batch, samples]
-        let x_hat = out.audio.reshape([b, s_hat]); // [batch, samples']
+        let x_hat = audio.reshape([b, s_hat]); // [batch, samples']
         let mel = self.mel.forward(x.clone(), x_hat.clone());
         let recon = waveform_l1(x, x_hat);
-        let commit = out.quant.commitment_loss.clone();
-        let mut total = mel.clone()
-            + recon.clone().mul_scalar(c.recon_weight)
-            + commit.clone().mul_scalar(c.commitment_weight);
-        let mut terms = vec![
-            ("mel".to_string(), mel),
-            ("recon".to_string(), recon),
-            ("commitment".to_string(), commit),
-        ];
-        if let Some(teacher) = &batch.teacher {
-            let distill = d_axis_distill_loss(out.semantic, teacher.clone());
-            total = total + distill.clone().mul_scalar(c.distill_weight);
-            terms.push(("distill".to_string(), distill));
+        let mut total = mel.clone() + recon.clone().mul_scalar(c.recon_weight);
+        let mut terms = vec![("mel".to_string(), mel), ("recon".to_string(), recon)];
+        if let Some(out) = &out {
+            let commit = out.quant.commitment_loss.clone();
+            total = total + commit.clone().mul_scalar(c.commitment_weight);
+            terms.push(("commitment".to_string(), commit));
+            if let Some(teacher) = &batch.teacher {
+                let distill = d_axis_distill_loss(out.semantic.clone(), teacher.clone());
+                total = total + distill.clone().mul_scalar(c.distill_weight);
+                terms.push(("distill".to_string(), distill));
+            }
         }
         if let Some(disc) = &model.discriminator {
             let (adv, fm) = disc.generator_losses(real, fake);
@@ -367,7 +418,7 @@ impl TrainTask for CodecTrainTask {
             terms.push(("adversarial".to_string(), adv));
             terms.push(("feature".to_string(), fm));
         }
-        if let Some(m) = out.quant.metrics.first() {
+        if let Some(m) = out.as_ref().and_then(|o| o.quant.metrics.first()) {
             terms.push(("rvq1_perplexity".to_string(), m.perplexity.clone()));
             terms.push(("rvq1_usage".to_string(), m.usage.clone()));
         }
