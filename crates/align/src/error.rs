@@ -59,6 +59,26 @@ pub enum AlignError {
     /// Model files could not be written or read (the message names the file).
     #[error(transparent)]
     Train(#[from] voxspec_train::TrainError),
+    /// A run directory could not be created.
+    #[error("creating {}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Training was stopped (Ctrl-C) before its last step; the checkpoint is kept.
+    #[error(
+        "stopped at step {step}; the checkpoint is in {}; continue with --resume",
+        run_dir.display()
+    )]
+    Stopped {
+        /// Steps done.
+        step: usize,
+        /// The run directory holding the checkpoint.
+        run_dir: std::path::PathBuf,
+    },
 }
 
 impl AlignError {

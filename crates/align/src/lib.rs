@@ -18,6 +18,8 @@
 //! | `task` | [`AlignTask`], [`forward_sum_loss`]: the `voxspec_train::TrainTask` |
 //! | `aligner` | [`Aligner`]: files, alignments of a corpus |
 //! | `boundary` | [`BoundaryErrors`]: boundary error against a reference alignment |
+//! | `training` | [`train_aligner`]: flat start then the main objective, [`AlignerPreset`] |
+//! | `report` | [`AlignReport`]: what aligning a corpus found |
 
 pub mod aligner;
 pub mod boundary;
@@ -29,6 +31,7 @@ pub mod report;
 pub mod scoring;
 pub mod task;
 pub mod topology;
+pub mod training;
 
 pub use aligner::{ALIGNER_KIND, Aligner, AlignerFile, CorpusAlignment, UtteranceAlignment};
 pub use boundary::BoundaryErrors;
@@ -47,6 +50,9 @@ pub use task::{
     frame_cross_entropy, uniform_classes,
 };
 pub use topology::{N_CLASSES, SIL_CLASS, Topology, class_of_label};
+pub use training::{
+    AlignRunFile, AlignTraining, AlignTrainingObserver, AlignerPreset, train_aligner,
+};
 
 use burn::tensor::TensorData;
 

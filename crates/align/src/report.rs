@@ -76,6 +76,36 @@ pub struct AlignReport {
     pub reference_phones: Option<BoundaryReport>,
 }
 
+impl AlignReport {
+    /// The report of aligning the `utterances` of `data` (`corpus`: those usable), `aligned`
+    /// and `failed`, with the seconds spent training (`None`: a given aligner) and aligning,
+    /// and the comparisons of [`compare_with_references`].
+    pub fn new(
+        (data, utterances): (&Path, usize),
+        corpus: &AlignCorpus,
+        (aligned, failed): (&[UtteranceAlignment], &[(String, AlignError)]),
+        (train_seconds, align_seconds): (Option<f64>, f64),
+        (reference_transcript, reference_phones): (Option<BoundaryReport>, Option<BoundaryReport>),
+    ) -> Self {
+        Self {
+            data: data.to_path_buf(),
+            utterances,
+            aligned: aligned.len(),
+            failed: failed
+                .iter()
+                .map(|(id, e)| (id.clone(), e.to_string()))
+                .collect(),
+            left_out: corpus.left_out.clone(),
+            train_seconds,
+            align_seconds,
+            mean_score: mean_score(aligned),
+            inner_pauses: inner_pauses(aligned),
+            reference_transcript,
+            reference_phones,
+        }
+    }
+}
+
 /// Pauses inside the alignments (silences between their first and last phone).
 pub fn inner_pauses(aligned: &[UtteranceAlignment]) -> usize {
     aligned

@@ -1,36 +1,23 @@
 //! `voxspec align`: train the aligner on a prepared corpus and write its phone alignments as
 //! TextGrids.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use anyhow::Context;
-use burn::module::Module;
 use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
 use voxspec_align::{
-    AlignCorpus, AlignReport, AlignTask, AlignTaskConfig, Aligner, AlignerModelConfig, Objective,
-    Scoring, SilenceGate, compare_with_references, inner_pauses, mean_score, textgrid_path,
+    AlignCorpus, AlignReport, AlignTaskConfig, AlignTraining, AlignTrainingObserver, Aligner,
+    AlignerPreset, Objective, Scoring, SilenceGate, compare_with_references, textgrid_path,
+    train_aligner,
 };
-use voxspec_data::Utterance;
 use voxspec_data::corpus::SPLITS;
+use voxspec_data::{Progress, Utterance};
+use voxspec_train::TrainObserver;
 
 use crate::progress::Bar;
 use crate::train_loop::{LoopArgs, StepBar};
-
-/// Model sizes of the aligner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum Preset {
-    /// Width 32: tests and smoke runs.
-    Tiny,
-    /// 2 convolutions of width 192, kernel 3 (±20 ms of context).
-    Small,
-    /// The same, width 256.
-    Base,
-}
 
 /// Phone alignments from voxspec alone: trains an acoustic model over the phone set on the
 /// corpus's own audio and transcripts (forward-sum over every monotonic path through each
@@ -68,7 +55,7 @@ pub struct AlignArgs {
     beside_audio: bool,
     /// Model size.
     #[arg(long, value_enum, default_value = "small")]
-    preset: Preset,
+    preset: AlignerPreset,
     /// Convolutions of the acoustic model [default: the preset's].
     #[arg(long, value_name = "N")]
     conv_layers: Option<usize>,
@@ -120,13 +107,6 @@ enum ObjectiveArg {
     ForwardSum,
 }
 
-/// What `--resume` needs besides the checkpoint.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunFile {
-    preset: Preset,
-    task: AlignTaskConfig,
-}
-
 pub fn run(args: AlignArgs) -> anyhow::Result<()> {
     let mut utterances: Vec<Utterance> = Vec::new();
     for split in SPLITS {
@@ -148,13 +128,25 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
             if let Some(n) = args.min_phone_frames {
                 aligner.set_min_phone_frames(n as usize);
             }
-            let frontend = aligner.file().frontend.init()?;
-            let corpus = AlignCorpus::build(&utterances, &frontend, &Bar::new())?;
+            let corpus = AlignCorpus::build(&utterances, aligner.frontend(), &Bar::new())?;
             (aligner, Arc::new(corpus), None)
         }
         None => {
-            let (aligner, corpus, seconds) = train(&args, &utterances)?;
-            (aligner, corpus, Some(seconds))
+            let started = Instant::now();
+            let stop = voxspec_train::stop_on_ctrl_c()?;
+            let devices = crate::device::training();
+            let mut bars = PhaseBars {
+                features: Bar::new(),
+                steps: None,
+            };
+            let (aligner, corpus) = train_aligner(
+                &training(&args)?,
+                &args.out,
+                &utterances,
+                (&devices, &stop),
+                &mut bars,
+            )?;
+            (aligner, corpus, Some(started.elapsed().as_secs_f64()))
         }
     };
     for (id, why) in &corpus.left_out {
@@ -176,10 +168,7 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         voxspec_data::write_textgrid(&path, &a.alignment)
             .with_context(|| format!("writing the alignment of {}", u.id))?;
     }
-    let inner_pauses = inner_pauses(&aligned);
-    let mean_score = mean_score(&aligned);
-
-    let (reference_transcript, reference_phones) = compare_with_references(
+    let references = compare_with_references(
         &aligner,
         &corpus,
         &aligned,
@@ -187,23 +176,13 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         &device,
         &Bar::new(),
     )?;
-
-    let report = AlignReport {
-        data: args.data.clone(),
-        utterances: utterances.len(),
-        aligned: aligned.len(),
-        failed: failed
-            .iter()
-            .map(|(id, e)| (id.clone(), e.to_string()))
-            .collect(),
-        left_out: corpus.left_out.clone(),
-        train_seconds,
-        align_seconds,
-        mean_score,
-        inner_pauses,
-        reference_transcript,
-        reference_phones,
-    };
+    let report = AlignReport::new(
+        (&args.data, utterances.len()),
+        &corpus,
+        (&aligned, &failed),
+        (train_seconds, align_seconds),
+        references,
+    );
     voxspec_data::write_atomic(
         &args.out.join("report.json"),
         serde_json::to_string_pretty(&report)?.as_bytes(),
@@ -214,8 +193,8 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         report.aligned,
         report.utterances,
         align_seconds,
-        inner_pauses,
-        mean_score,
+        report.inner_pauses,
+        report.mean_score,
         if args.beside_audio {
             "the audio folders".to_string()
         } else {
@@ -249,21 +228,10 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Trains the aligner: the flat start into `<out>/aligner-flat`, then forward-sum into
-/// `<out>/aligner`. Returns it with the corpus and the seconds spent.
-fn train(
-    args: &AlignArgs,
-    utterances: &[Utterance],
-) -> anyhow::Result<(Aligner, Arc<AlignCorpus>, f64)> {
-    let started = Instant::now();
-    let stop = voxspec_train::stop_on_ctrl_c()?;
-    let flat_dir = args.out.join("aligner-flat");
-    let flat_weights = flat_dir.join(voxspec_train::weights::WEIGHTS_FILE);
-    let mut model = match args.preset {
-        Preset::Tiny => AlignerModelConfig::tiny(),
-        Preset::Small => AlignerModelConfig::small(),
-        Preset::Base => AlignerModelConfig::base(),
-    };
+/// The aligner's training as the arguments ask: the flat start's loop is the main loop's
+/// settings with --flat-steps steps and at most half of them warming up.
+fn training(args: &AlignArgs) -> anyhow::Result<AlignTraining> {
+    let mut model = args.preset.config();
     if let Some(n) = args.conv_layers {
         model.conv_layers = n;
     }
@@ -278,7 +246,7 @@ fn train(
         "--hop {} must lie in 40..=400 samples (2.5–25 ms at 16 kHz)",
         args.hop
     );
-    let base = AlignTaskConfig::new(model)
+    let task = AlignTaskConfig::new(model)
         .with_frontend(voxspec_teacher::ctc::FrontendConfig::new().with_hop_length(args.hop))
         .with_batch_size(args.train.batch)
         .with_max_batch_frames(args.max_frames)
@@ -293,97 +261,51 @@ fn train(
                 }))
                 .with_min_phone_frames(args.min_phone_frames.map(|n| n as usize)),
         );
-    let mut corpus = None;
-    if args.flat_steps > 0 {
-        let flat = base.clone().with_objective(Objective::Uniform);
-        let mut loop_args = args.train.clone();
-        loop_args.steps = args.flat_steps;
-        loop_args.warmup = loop_args.warmup.min(args.flat_steps / 2);
-        let (_, c) = run_phase(
-            args,
-            &loop_args,
-            &flat_dir,
-            flat,
-            (utterances, None),
-            &stop,
-            "flat start",
-        )?;
-        corpus = Some(c);
-    }
-    let main = base
-        .with_objective(match args.objective {
+    let flat_loop = (args.flat_steps > 0).then(|| {
+        let mut flat = args.train.clone();
+        flat.steps = args.flat_steps;
+        flat.warmup = flat.warmup.min(args.flat_steps / 2);
+        flat.config(5.0)
+    });
+    Ok(AlignTraining {
+        preset: args.preset,
+        task,
+        objective: match args.objective {
             ObjectiveArg::Viterbi => Objective::Viterbi,
             ObjectiveArg::ForwardSum => Objective::ForwardSum,
-        })
-        .with_init_weights((args.flat_steps > 0).then(|| flat_weights.clone()));
-    let run_dir = args.out.join("aligner");
-    let (aligner, corpus) = run_phase(
-        args,
-        &args.train,
-        &run_dir,
-        main,
-        (utterances, corpus),
-        &stop,
-        "forward-sum",
-    )?;
-    aligner.save(&run_dir)?;
-    Ok((aligner, corpus, started.elapsed().as_secs_f64()))
+        },
+        flat_loop,
+        main_loop: args.train.config(5.0),
+        resume: args.train.resume,
+    })
 }
 
-/// One training run of the aligner in `run_dir` (resumed with --resume); its model is saved
-/// there as model.safetensors + config.json.
-fn run_phase(
-    args: &AlignArgs,
-    loop_args: &LoopArgs,
-    run_dir: &Path,
-    task: AlignTaskConfig,
-    (utterances, corpus): (&[Utterance], Option<Arc<AlignCorpus>>),
-    stop: &Arc<AtomicBool>,
-    what: &str,
-) -> anyhow::Result<(Aligner, Arc<AlignCorpus>)> {
-    std::fs::create_dir_all(run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
-    let run = voxspec_train::resume_or_start(run_dir, "aligner", args.train.resume, || {
-        anyhow::Ok(RunFile {
-            preset: args.preset,
-            task,
-        })
-    })?
-    .settings;
-    let model_config = run.task.model.clone();
-    let frontend = run.task.frontend.clone();
-    let scoring = run.task.scoring.clone();
-    let (task, corpus) = match corpus {
-        Some(c) => (AlignTask::with_corpus(run.task, c.clone())?, c),
-        None => {
-            let (task, c) = AlignTask::new(run.task, utterances, &Bar::new())?;
-            let hop_s = frontend.hop_length as f64 / f64::from(frontend.sample_rate);
-            println!(
-                "aligner: {} utterances, {:.1} minutes of audio",
-                c.len(),
-                c.total_frames() as f64 * hop_s / 60.0
-            );
-            (task, c)
+/// The progress of the aligner's training: a feature bar, then a step bar per phase.
+struct PhaseBars {
+    features: Bar,
+    steps: Option<StepBar>,
+}
+
+impl AlignTrainingObserver for PhaseBars {
+    fn features(&self) -> &dyn Progress {
+        &self.features
+    }
+
+    fn corpus_ready(&mut self, utterances: usize, minutes: f64) {
+        println!("aligner: {utterances} utterances, {minutes:.1} minutes of audio");
+    }
+
+    fn phase_started(&mut self, steps: usize) -> &mut dyn TrainObserver {
+        self.steps.insert(StepBar::new(steps))
+    }
+
+    fn phase_ended(&mut self) {
+        if let Some(b) = self.steps.take() {
+            b.bar.finish_and_clear();
         }
-    };
-    let devices = crate::device::training();
-    let trainer = voxspec_train::Trainer::new(loop_args.config(5.0), task, run_dir, &devices[0])
-        .with_devices(&devices)
-        .with_stop_flag(stop.clone());
-    let mut observer = StepBar::new(loop_args.steps);
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.bar.finish_and_clear();
-    let outcome = finished.outcome;
-    anyhow::ensure!(
-        !outcome.stopped,
-        "stopped at step {}; the checkpoint is in {}; continue with --resume",
-        outcome.step,
-        run_dir.display()
-    );
-    println!(
-        "aligner, {what}: {} steps in {:.0} s",
-        outcome.step, finished.seconds
-    );
-    let aligner = Aligner::new(outcome.model.valid(), model_config, frontend, scoring)?;
-    aligner.save(run_dir)?;
-    Ok((aligner, corpus))
+    }
+
+    fn phase_trained(&mut self, what: &str, steps: usize, seconds: f64) {
+        println!("aligner, {what}: {steps} steps in {seconds:.0} s");
+    }
 }

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-pub use voxspec_eval::judge::{AsrJudge, write_candidates};
+pub use voxspec_eval::judge::AsrJudge;
 
 /// The flags of every command that runs the judge.
 #[derive(Debug, Clone, clap::Args)]

@@ -1,20 +1,15 @@
 //! `voxspec bench audio`: decode, resample and log-mel throughput, as JSON (the model
 //! benchmarks `train` and `forward` live in `bench_model.rs`, `acceptance` in
-//! `bench_accept.rs`, `codec` in `bench_codec.rs`).
+//! `bench_accept.rs`, `codec` in `bench_codec.rs`, `pipeline` in `bench_pipeline.rs`).
 //!
 //! Throughput is reported as seconds of audio processed per second of wall time (the
 //! real-time factor's inverse). All variants run in one invocation over the same files, so
 //! their ratios are comparable even where absolute times are noisy.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Args, Subcommand};
-use rayon::prelude::*;
-use serde::Serialize;
-use voxspec_audio::{LogMel, MelConfig};
-use voxspec_data::Progress;
+use voxspec_eval::bench_audio::{find_audio_files, run_audio_bench};
 
 use crate::progress::Bar;
 
@@ -45,6 +40,10 @@ pub enum BenchCommand {
     /// Load test of the speech server on loopback: throughput, time to first byte and latency
     /// with 1, 4 and 16 clients, one request at a time against batched.
     Serve(crate::serve::ServeBenchArgs),
+    /// The whole request, text to audio: each stage's share of the wall time (text front end,
+    /// AR, NAR, codec), real-time factor and streamed time to first audio (p50/p95), for short
+    /// sentences and paragraphs in one run, with the CPU named.
+    Pipeline(Box<crate::bench_pipeline::PipelineBenchArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -66,57 +65,6 @@ pub struct AudioBenchArgs {
     out: PathBuf,
 }
 
-#[derive(Debug, Serialize)]
-struct Measurement {
-    name: String,
-    threads: usize,
-    wall_seconds: f64,
-    audio_seconds_per_second: f64,
-}
-
-#[derive(Debug, Serialize)]
-struct Report {
-    benchmark: &'static str,
-    files: usize,
-    audio_seconds: f64,
-    resample_to_hz: u32,
-    repeat: usize,
-    cores: usize,
-    results: Vec<Measurement>,
-}
-
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-    if path.is_file() {
-        out.push(path.to_path_buf());
-        return Ok(());
-    }
-    let rd = std::fs::read_dir(path).with_context(|| format!("listing {}", path.display()))?;
-    let mut entries: Vec<PathBuf> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            collect(&p, out)?;
-        } else if p
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| voxspec_data::corpus::AUDIO_EXTENSIONS.contains(&e))
-        {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
-fn best_of<F: Fn() -> anyhow::Result<()>>(repeat: usize, f: F) -> anyhow::Result<f64> {
-    let mut best = f64::INFINITY;
-    for _ in 0..repeat.max(1) {
-        let t = Instant::now();
-        f()?;
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    Ok(best)
-}
-
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Audio(a) => audio(a),
@@ -127,77 +75,16 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Multistream(a) => crate::bench_multistream::run(*a),
         BenchCommand::Codec(a) => crate::bench_codec::run(a),
         BenchCommand::Serve(a) => crate::serve::bench(a),
+        BenchCommand::Pipeline(a) => crate::bench_pipeline::run(*a),
     }
 }
 
 fn audio(a: AudioBenchArgs) -> anyhow::Result<()> {
-    let mut files = Vec::new();
-    for i in &a.inputs {
-        collect(i, &mut files)?;
-    }
-    files.truncate(a.max_files);
-    anyhow::ensure!(!files.is_empty(), "no audio files found in {:?}", a.inputs);
-
-    let bar = Bar::with_len(files.len() as u64, "measuring length");
-    let mut audio_seconds = 0.0;
-    for f in &files {
-        audio_seconds += voxspec_audio::load(f)?.duration_secs();
-        bar.inc(1);
-    }
-    bar.finish();
-    let mel = LogMel::new(MelConfig {
-        sample_rate: a.rate,
-        ..MelConfig::default()
-    })?;
-    let threads = rayon::current_num_threads();
-    let rate = a.rate;
-
-    let decode = |f: &PathBuf| voxspec_audio::load(f).map(drop);
-    let resample = |f: &PathBuf| voxspec_audio::load_resampled(f, rate).map(drop);
-    let logmel =
-        |f: &PathBuf| voxspec_audio::load_resampled(f, rate).map(|x| drop(mel.compute(&x.samples)));
-
-    type Job<'a> = (
-        &'a str,
-        &'a (dyn Fn(&PathBuf) -> Result<(), voxspec_audio::AudioError> + Sync),
-    );
-    let jobs: [Job<'_>; 3] = [
-        ("decode", &decode),
-        ("decode+resample", &resample),
-        ("decode+resample+logmel", &logmel),
-    ];
-    let mut results = Vec::new();
-    for (name, job) in jobs {
-        let serial = best_of(a.repeat, || {
-            files.iter().try_for_each(job).map_err(anyhow::Error::from)
-        })?;
-        let parallel = best_of(a.repeat, || {
-            files
-                .par_iter()
-                .try_for_each(job)
-                .map_err(anyhow::Error::from)
-        })?;
-        for (t, wall) in [(1, serial), (threads, parallel)] {
-            results.push(Measurement {
-                name: name.to_string(),
-                threads: t,
-                wall_seconds: wall,
-                audio_seconds_per_second: audio_seconds / wall,
-            });
-        }
-    }
-    let report = Report {
-        benchmark: "audio",
-        files: files.len(),
-        audio_seconds,
-        resample_to_hz: a.rate,
-        repeat: a.repeat,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        results,
-    };
+    let files = find_audio_files(&a.inputs, a.max_files)?;
+    let report = run_audio_bench(&files, a.rate, a.repeat, &Bar::new())?;
     println!(
         "{} files, {:.1} s of audio, resampling to {} Hz (best of {})",
-        report.files, audio_seconds, a.rate, a.repeat
+        report.files, report.audio_seconds, a.rate, a.repeat
     );
     println!(
         "{:<24} {:>7} {:>10} {:>16}",

@@ -7,16 +7,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use burn::data::dataset::Dataset;
 use clap::Args;
-use serde::Serialize;
-use voxspec_data::{MissingCodes, TextTokenizer, TokenStore, TtsDataset, read_manifest};
-use voxspec_infer::acceptance::{
-    ForcedSequence, OfflineAcceptance, teacher_forced, teacher_forced_head,
+use voxspec_eval::bench_acceptance::{
+    AcceptanceReport, AcceptanceSettings, acceptance_markdown, measure_acceptance, split_sequences,
 };
-use voxspec_infer::verify::AcceptanceRule;
-use voxspec_infer::{SamplerConfig, SimilarityGroups};
-use voxspec_mtp::{TtsPrompt, load_mtp};
+use voxspec_infer::SimilarityGroups;
+use voxspec_mtp::load_mtp;
 
 /// Offline α per acceptance rule for a target and a draft model (or, without --draft, for each
 /// of the target's MTP heads drafting for its next-token head: self-speculation), on the
@@ -59,18 +55,6 @@ pub struct AcceptanceArgs {
     out: PathBuf,
 }
 
-#[derive(Debug, Serialize)]
-struct Row {
-    drafter: String,
-    rule: String,
-    beta: Option<f32>,
-    positions: usize,
-    alpha: f64,
-    alpha_std: f64,
-    /// `(γ, expected tokens per target forward)`.
-    tokens_per_step: Vec<(usize, f64)>,
-}
-
 pub fn run(args: AcceptanceArgs) -> anyhow::Result<()> {
     anyhow::ensure!(
         args.temperature.is_finite() && args.temperature > 0.0,
@@ -83,136 +67,49 @@ pub fn run(args: AcceptanceArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
     let (_, target) = load_mtp(&args.target, &device)
         .with_context(|| format!("loading the target {}", args.target.display()))?;
-    let tokenizer = TextTokenizer::load(&args.target.join("tokenizer.json"))?;
-    let utts = read_manifest(&args.data.join(format!("{}.jsonl", args.split)))?;
-    let store = TokenStore::open(&args.tokens, &args.split)
-        .with_context(|| format!("opening the {} token store", args.split))?;
-    // Teacher forcing needs the real codes' track: an aligned target takes each utterance's
-    // forced-alignment durations (utterances without one are left out).
-    let dataset = TtsDataset::new(&utts, &tokenizer, &store, MissingCodes::Skip)?;
-    let mut sequences = Vec::new();
-    for i in 0..dataset.len() {
-        if sequences.len() >= args.max_utterances {
-            break;
-        }
-        let item = dataset.get(i)?;
-        let durations = match (target.is_aligned(), item.durations) {
-            (true, None) => continue,
-            (true, d) => d,
-            (false, _) => None,
-        };
-        sequences.push(ForcedSequence {
-            prompt: TtsPrompt {
-                text: item.text,
-                codes: Vec::new(),
-                durations,
-            },
-            tokens: item.codes.stream(0).to_vec(),
-        });
-    }
-    anyhow::ensure!(
-        !sequences.is_empty(),
-        "no utterance of the {} split has codes",
-        args.split
-    );
+    let sequences = split_sequences(
+        &args.target,
+        &args.data,
+        &args.tokens,
+        &args.split,
+        target.is_aligned(),
+        args.max_utterances,
+    )?;
     let groups = match &args.groups {
         Some(p) => Some(Arc::new(SimilarityGroups::load(p)?)),
         None => None,
     };
-    // One accumulator per rule; `betas[i]` labels rule i (None for PCG).
-    let mut betas: Vec<Option<f32>> = args.betas.iter().map(|&b| Some(b)).collect();
-    if groups.is_some() {
-        betas.push(None);
-    }
-    let rules = || -> anyhow::Result<Vec<OfflineAcceptance>> {
-        let mut rules = Vec::new();
-        for &beta in &args.betas {
-            let rule = if beta == 0.0 {
-                AcceptanceRule::Exact
-            } else {
-                AcceptanceRule::Tolerance { beta }
-            };
-            rules.push(OfflineAcceptance::new(rule)?);
-        }
-        if let Some(g) = &groups {
-            rules.push(OfflineAcceptance::new(AcceptanceRule::Groups(g.clone()))?);
-        }
-        Ok(rules)
-    };
-    let sampler = SamplerConfig {
+    let settings = AcceptanceSettings {
         temperature: args.temperature,
-        ..SamplerConfig::default()
+        betas: args.betas.clone(),
+        groups,
+        gammas: args.gammas.clone(),
     };
-    let mut runs: Vec<(String, Vec<OfflineAcceptance>)> = Vec::new();
-    match &args.draft {
-        Some(dir) => {
-            let (_, draft) = load_mtp(dir, &device)
-                .with_context(|| format!("loading the draft {}", dir.display()))?;
-            let mut accs = rules()?;
-            teacher_forced(&target, &draft, &sequences, &sampler, &mut accs)?;
-            runs.push(("draft".into(), accs));
-        }
+    let draft = match &args.draft {
+        Some(dir) => Some(
+            load_mtp(dir, &device)
+                .with_context(|| format!("loading the draft {}", dir.display()))?
+                .1,
+        ),
         None => {
             anyhow::ensure!(
                 target.n_heads() > 1,
                 "the target has one head: give --draft, or train it with --heads > 1"
             );
-            for head in 1..target.n_heads() {
-                let mut accs = rules()?;
-                teacher_forced_head(&target, head, &sequences, &sampler, &mut accs)?;
-                runs.push((format!("head{head}"), accs));
-            }
+            None
         }
-    }
-    let mut rows = Vec::new();
-    for (drafter, accs) in runs {
-        for (&beta, acc) in betas.iter().zip(accs) {
-            rows.push(Row {
-                drafter: drafter.clone(),
-                rule: acc.rule().name().to_string(),
-                beta,
-                positions: acc.positions(),
-                alpha: acc.mean_alpha().unwrap_or(0.0),
-                alpha_std: acc.std_alpha().unwrap_or(0.0),
-                tokens_per_step: args
-                    .gammas
-                    .iter()
-                    .map(|&g| (g, acc.expected_tokens_per_step(g).unwrap_or(1.0)))
-                    .collect(),
-            });
-        }
-    }
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "benchmark": "acceptance",
-        "split": args.split,
-        "utterances": sequences.len(),
-        "temperature": args.temperature,
-        "rows": rows,
-    }))?;
-    voxspec_data::write_atomic(&args.out, json.as_bytes())
+    };
+    let rows = measure_acceptance(&target, draft.as_ref(), &sequences, &settings)?;
+    let report = AcceptanceReport {
+        benchmark: "acceptance",
+        split: args.split.clone(),
+        utterances: sequences.len(),
+        temperature: args.temperature,
+        rows,
+    };
+    voxspec_eval::write_report_sorted(&args.out, &report)
         .with_context(|| format!("writing {}", args.out.display()))?;
-    let gammas: Vec<String> = args
-        .gammas
-        .iter()
-        .map(|g| format!("E[tokens] γ={g}"))
-        .collect();
-    println!("| drafter | rule | β | α | {} |", gammas.join(" | "));
-    println!("|---|---|---|---|{}", "---|".repeat(gammas.len()));
-    for r in &rows {
-        let t: Vec<String> = r
-            .tokens_per_step
-            .iter()
-            .map(|(_, t)| format!("{t:.2}"))
-            .collect();
-        println!(
-            "| {} | {} | {} | {:.3} | {} |",
-            r.drafter,
-            r.rule,
-            r.beta.map_or("-".into(), |b| b.to_string()),
-            r.alpha,
-            t.join(" | ")
-        );
-    }
+    print!("{}", acceptance_markdown(&report.rows, &args.gammas));
     eprintln!("wrote {}", args.out.display());
     Ok(())
 }

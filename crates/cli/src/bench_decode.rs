@@ -1,20 +1,18 @@
 //! `voxspec bench decode`: every decoder on the same test sentences in one run — speed (time
 //! per token, speedup over AR measured alongside, tokens per forward, acceptance) and quality
-//! proxies (CER, forced-choice sentence identification, NLL; see `voxspec_tts::run_decode_bench`,
-//! which runs it). This module parses the settings and writes JSON, a markdown table like the
-//! MTP paper's Tables I–II, and PNG plots like its Figs. 3–5 (TPT, CER and NLL over the number
-//! of heads, with and without Viterbi).
+//! proxies (CER, forced-choice sentence identification, NLL). `voxspec_eval::bench_decode`
+//! runs it; `voxspec_eval::decode_report` writes JSON, a markdown table like the MTP paper's
+//! Tables I–II, and PNG plots like its Figs. 3–5 (TPT, CER and NLL over the number of heads,
+//! with and without Viterbi). This module turns the flags into its settings.
 
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use voxspec_eval::{ar_over_baseline, decode_markdown, score_decode_rows, write_decode_plots};
+use voxspec_eval::bench_decode::{DecodeBenchHooks, DecodeBenchSetup, run_decode_benchmark};
+use voxspec_eval::decode_report::write_decode_bench;
 use voxspec_teacher::CtcTeacher;
-use voxspec_tts::{
-    Baseline, BenchSettings, DecoderGrid, DecoderParts, EngineKind, Judge, ModelPaths, Pipeline,
-    TtsError, load_draft, run_decode_bench,
-};
+use voxspec_tts::{DecoderGrid, EngineKind, TtsError};
 
 use crate::progress::Bar;
 use crate::synth_args::{LengthArgs, ModelArgs, SamplingArgs, SplitArgs};
@@ -124,42 +122,14 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             paths.engine.name()
         );
     }
-    let pipeline = Pipeline::load(&paths, &device)?;
-    let baseline_pipeline = match args.baseline_engine {
-        Some(engine) => Some((
-            Pipeline::load(
-                &ModelPaths {
-                    engine,
-                    ..paths.clone()
-                },
-                &device,
-            )
-            .with_context(|| {
-                format!(
-                    "loading the models on the baseline engine {}",
-                    engine.name()
-                )
-            })?,
-            engine,
-        )),
-        None => None,
-    };
     let (manifest, split_utterances) = args.sentences.read(&args.models.exp)?;
-    let utterances: Vec<_> = split_utterances
-        .iter()
-        .take(args.max_utterances)
-        .cloned()
-        .collect();
-    if utterances.is_empty() {
-        bail!("{} has no utterances", manifest.display());
-    }
     let teacher = if args.no_cer {
         None
     } else {
         let dir = args
             .teacher
             .clone()
-            .unwrap_or_else(|| PathBuf::from("checkpoints/ctc-minitts"));
+            .unwrap_or_else(|| PathBuf::from(crate::common::DEFAULT_TEACHER));
         Some(CtcTeacher::load(&dir, &device).with_context(|| {
             format!(
                 "loading the CTC teacher {} (or pass --no-cer)",
@@ -167,122 +137,45 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
             )
         })?)
     };
-    // Forced choice among every transcript of the split, not only the synthesised ones.
-    let judge = match &teacher {
-        Some(t) => Some(
-            Judge::new(t, split_utterances.iter().map(|u| u.text.as_str()))
-                .with_context(|| format!("the candidate sentences of {}", manifest.display()))?,
-        ),
-        None => None,
-    };
-
-    let mut parts = DecoderParts::default();
-    if grid.needs_transitions() {
-        parts.load_transitions(&paths.transitions, args.models.transition_weight)?;
-    }
-    if let Some(dir) = &args.draft {
-        parts.draft = Some(load_draft(dir, &pipeline.ar, paths.engine, &device)?);
-    }
-    let (specs, groups) = grid.specs(&pipeline.ar, &mut parts)?;
-    for g in &groups {
-        crate::groups::report(g);
-    }
     let out_dir = args
         .out
         .clone()
         .unwrap_or_else(|| args.models.exp.join("bench"));
-    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let asr = args.asr.judge()?;
-    let audio_dir = out_dir.join("audio");
-    let settings = BenchSettings {
+    let setup = DecodeBenchSetup {
+        grid,
+        paths,
+        transition_weight: args.models.transition_weight,
+        draft: args.draft.clone(),
+        baseline_engine: args.baseline_engine,
+        split: &args.sentences.split,
+        manifest: &manifest,
+        split_utterances: &split_utterances,
+        max_utterances: args.max_utterances,
+        teacher: teacher.as_ref(),
+        asr: asr.as_ref(),
         sampler,
         lengths: args.lengths.lengths(),
         seed: args.seed,
-        audio_dir: (asr.is_some() || args.keep_audio).then(|| audio_dir.clone()),
+        audio_dir: out_dir.join("audio"),
+        keep_audio: args.keep_audio,
     };
-    let baseline = baseline_pipeline
-        .as_ref()
-        .map(|(pipeline, engine)| Baseline {
-            pipeline,
-            engine: engine.name(),
-        });
-    let mut report = run_decode_bench(
-        &pipeline,
-        &specs,
-        &parts,
-        &utterances,
-        judge.as_ref(),
-        baseline,
-        &settings,
-        &Bar::new(),
-    )?;
-    if let Some(asr) = &asr {
-        let mut on_row = |i: usize, total: usize, label: &str| {
+    let hooks = DecodeBenchHooks {
+        progress: &Bar::new(),
+        on_groups: &mut |g| crate::groups::report(g),
+        on_row: &mut |i, total, label| {
             eprintln!("independent recogniser: row {}/{total} ({label})", i + 1);
-        };
-        score_decode_rows(
-            asr,
-            &mut report,
-            &audio_dir,
-            split_utterances.iter().map(|u| u.text.as_str()),
-            rayon::current_num_threads(),
-            &mut on_row,
-        )?;
-    }
-    let (rows, costs) = (&report.rows, &report.forward_costs);
-    let json = serde_json::json!({
-        "benchmark": "decode",
-        "split": args.sentences.split,
-        "utterances": utterances.len(),
-        "threads": rayon::current_num_threads(),
-        "engine": paths.engine,
-        "sampler": {
-            "temperature": sampler.temperature,
-            "top_k": sampler.top_k,
-            "top_p": sampler.top_p,
         },
-        "models": {
-            "ar": paths.ar,
-            "nar": paths.nar,
-            "codec": paths.codec,
-            "draft": args.draft,
-        },
-        "forward_cost": costs.iter().enumerate().map(|(i, c)| serde_json::json!({
-            "k": i + 1, "median_ms": c, "relative_to_k1": c / costs[0],
-        })).collect::<Vec<_>>(),
-        "forced_choice": judge.as_ref().map(|j| serde_json::json!({
-            "candidates": j.candidates(),
-            "chance": j.chance(),
-            "length_norm": j.length_norm(),
-        })),
-        "asr_judge": asr.as_ref().map(|a| serde_json::json!({
-            "tool": "tools/asr_judge.py (pocketsphinx en-us, a fresh decoder per clip)",
-            "found": a.describe(),
-            "candidates": split_utterances.len(),
-        })),
-        "rows": rows,
-        "baseline": report.baseline.as_ref().map(|b| serde_json::json!({
-            "engine": args.baseline_engine.map(EngineKind::name),
-            "row": b,
-            "ar_speedup_over_baseline": ar_over_baseline(b),
-        })),
-    });
-    let json_path = out_dir.join("bench-decode.json");
-    voxspec_data::write_atomic(&json_path, serde_json::to_string_pretty(&json)?.as_bytes())
-        .with_context(|| format!("writing {}", json_path.display()))?;
-    let chance = judge.as_ref().map(|j| (j.candidates(), j.chance()));
-    let baseline_row = report.baseline.as_ref().map(|b| (b, paths.engine.name()));
-    let table = decode_markdown(rows, baseline_row, costs, utterances.len(), chance);
-    let md_path = out_dir.join("bench-decode.md");
-    voxspec_data::write_atomic(&md_path, table.as_bytes())
-        .with_context(|| format!("writing {}", md_path.display()))?;
-    let plots = write_decode_plots(&out_dir, rows, judge.is_some())?;
-    println!("{table}");
+    };
+    let report = run_decode_benchmark(&setup, &device, hooks)?;
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let files = write_decode_bench(&out_dir, &report)?;
+    println!("{}", files.table);
     eprintln!(
         "wrote {}, {} and {} plots in {}",
-        json_path.display(),
-        md_path.display(),
-        plots,
+        files.json.display(),
+        files.markdown.display(),
+        files.plots,
         out_dir.display()
     );
     Ok(())

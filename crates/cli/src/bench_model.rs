@@ -28,8 +28,8 @@ use anyhow::Context;
 use clap::Args;
 use serde::Serialize;
 use voxspec_engine::WeightFormat;
-use voxspec_mtp::{MtpConfig, load_mtp};
-use voxspec_nn::TransformerConfig;
+use voxspec_eval::bench_forward::{ForwardModel, forward_bench_model};
+use voxspec_eval::forward_report::{ForwardRun, forward_summary};
 use voxspec_train::{ThroughputConfig, ThroughputReport, read_throughput_peer};
 use voxspec_tts::{EngineKind, ForwardBench, device_read_bandwidth_gbs, run_forward_bench};
 
@@ -183,37 +183,17 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
     );
     let device = crate::device::single()?;
     device.seed(0);
-    let (config, model) = match (&args.model, args.preset) {
-        (Some(dir), _) => {
-            let (file, model) = load_mtp(dir, &device)
-                .with_context(|| format!("loading the AR model {}", dir.display()))?;
-            (file.model, model)
-        }
-        (None, Some(preset)) => {
-            let mut config =
-                mtp_config(preset, 16, args.codebook).with_n_heads(args.mtp_heads.max(1));
-            let t = &mut config.transformer;
-            t.dropout = 0.0;
-            t.max_seq_len = t
-                .max_seq_len
-                .max(args.context + args.max_k.max(args.generate) + 16);
-            let model = config.init(&device)?;
-            (config, model)
-        }
-        (None, None) => {
-            let core = TransformerConfig::new()
-                .with_d_model(args.d_model)
-                .with_n_heads(8)
-                .with_n_layers(args.layers)
-                .with_d_ff(4 * args.d_model)
-                .with_dropout(0.0)
-                .with_max_seq_len(args.context + args.max_k.max(args.generate) + 16);
-            let config =
-                MtpConfig::new(16, args.codebook, core).with_n_heads(args.mtp_heads.max(1));
-            let model = config.init(&device)?;
-            (config, model)
-        }
+    let source = match (&args.model, args.preset) {
+        (Some(dir), _) => ForwardModel::Dir(dir),
+        (None, Some(preset)) => ForwardModel::Random(mtp_config(preset, 16, args.codebook)),
+        (None, None) => ForwardModel::Shape {
+            d_model: args.d_model,
+            layers: args.layers,
+        },
     };
+    let positions = args.context + args.max_k.max(args.generate) + 16;
+    let (config, model) =
+        forward_bench_model(source, args.codebook, args.mtp_heads, positions, &device)?;
     if args.mtp_heads > 0 {
         anyhow::ensure!(
             args.generate >= args.mtp_heads,
@@ -258,90 +238,14 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         args.peer.as_deref(),
         device_bandwidth_gbs,
     )?;
-    let (bandwidth_gbs, burn_floor_ms) = (report.bandwidth_gbs, report.burn_floor_ms);
     write_report(&args.out, &report)?;
-    println!(
-        "{} parameters, {} cached positions; host read bandwidth {:.1} GB/s ({} threads); \
-         native kernel {}",
-        report.parameters,
-        args.context,
-        bandwidth_gbs,
-        rayon::current_num_threads(),
-        report.kernel,
-    );
-    for f in &report.floors {
-        println!(
-            "{} weights: {:.1} MB per step, floor {:.3} ms",
-            f.weights, f.weight_mb, f.floor_ms
-        );
-    }
-    if let Some(gbs) = device_bandwidth_gbs {
-        println!(
-            "{}: read bandwidth {gbs:.1} GB/s (sums over 4 x 64 MB); Burn's f32 floor there {:.3} ms \
-             (the native engine's rows run on the host)",
-            crate::device::describe(),
-            burn_floor_ms
-        );
-    }
-    println!(
-        "| engine | weights | k | ms | cost(k)/cost(1) | ms/token | x floor |\n\
-         |---|---|---|---|---|---|---|"
-    );
-    for p in &report.results {
-        println!(
-            "| {:?} | {} | {} | {:.3} | {:.2} | {:.3} | {:.2} |",
-            p.engine,
-            p.weights,
-            p.k,
-            p.median_ms,
-            p.cost_relative_to_k1,
-            p.ms_per_token,
-            p.floor_multiple
-        );
-    }
-    if let Some(peer) = &report.peer {
-        println!(
-            "\n{} on the same shape, measured alongside:",
-            peer.framework
-        );
-        println!("| k | ms | cost(k)/cost(1) |\n|---|---|---|");
-        let one = peer.forward[0].median_ms;
-        for p in &peer.forward {
-            println!(
-                "| {} | {:.3} | {:.2} |",
-                p.k,
-                p.median_ms,
-                p.median_ms / one
-            );
-        }
-        println!(
-            "greedy generate: {:.3} ms/token",
-            peer.generate_ms_per_token
-        );
-    }
-    for g in &report.greedy {
-        let vs = g
-            .speedup_over_peer
-            .map(|r| format!(" ({r:.2}x faster than the peer's generate)"))
-            .unwrap_or_default();
-        println!(
-            "greedy decoding, {:?} {}: {:.3} ms/token over {} tokens{vs}",
-            g.engine, g.weights, g.ms_per_token, g.tokens
-        );
-    }
-    if !report.decoders.is_empty() {
-        println!(
-            "\ndecoding {} tokens (greedy, prefill excluded):\n\
-             | engine | weights | decoder | ms/token | speed-up over AR |\n|---|---|---|---|---|",
-            args.generate
-        );
-        for d in &report.decoders {
-            println!(
-                "| {:?} | {} | {} | {:.3} | {:.2}x |",
-                d.engine, d.weights, d.decoder, d.ms_per_token, d.speedup_over_ar
-            );
-        }
-    }
+    let run = ForwardRun {
+        context: args.context,
+        generate: args.generate,
+        threads: rayon::current_num_threads(),
+        device: &crate::device::describe(),
+    };
+    print!("{}", forward_summary(&report, run));
     Ok(())
 }
 

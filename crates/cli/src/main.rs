@@ -10,6 +10,7 @@ mod bench_codec;
 mod bench_decode;
 mod bench_model;
 mod bench_multistream;
+mod bench_pipeline;
 mod codec_args;
 mod codec_cmd;
 mod codec_eval;

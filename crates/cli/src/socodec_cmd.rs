@@ -5,63 +5,29 @@
 //! on the audio), writes `[streams, frames]` tokens, and turns tokens + a reference recording
 //! into a log-mel that the vocoder renders.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use burn::module::Module;
 use burn::tensor::Device;
-use serde::{Deserialize, Serialize};
-use voxspec_codec::socodec::prepare::{
-    extract_split, load_raw_split, standardised, with_statistics,
+use voxspec_codec::socodec::prepare::{ExtractedSplit, extract_store};
+use voxspec_codec::socodec::{
+    MelToWave, SoCodecRun, SoCodecRunFile, SoCodecRunOptions, check_feature_teacher, codes_meta,
+    teacher_features,
 };
-use voxspec_codec::socodec::{MelToWave, SoCodecData, SoCodecTask, SoCodecTrainConfig};
-use voxspec_codec::{SOCODEC_KIND, SoCodec, SoCodecConfig, load_socodec, save_socodec};
-use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter};
+use voxspec_codec::{SoCodec, SoCodecConfig, load_socodec, save_socodec};
+use voxspec_data::Codes;
 use voxspec_eval::{
     EvalSplit, SoCodecEvalSettings, StreamsReport, evaluate_socodec, write_report,
     write_streams_plots,
 };
-use voxspec_teacher::ctc::CtcTeacher;
-use voxspec_teacher::{FeatureStoreReader, SemanticTeacher};
+use voxspec_teacher::SemanticTeacher;
 use voxspec_train::Trainer;
 
-use crate::codec_args::{
-    CodecKind, DecodeArgs, EncodeArgs, EvalArgs, ExtractArgs, Preset, TrainArgs,
-};
+use crate::codec_args::{DecodeArgs, EncodeArgs, EvalArgs, ExtractArgs, Preset, TrainArgs};
 use crate::common::{load_ctc_teacher, read_audio};
 use crate::progress::Bar;
 use crate::train_loop::{CodecBar, StepBar};
-
-fn preset_config(preset: Preset) -> SoCodecConfig {
-    match preset {
-        Preset::Tiny => SoCodecConfig::new()
-            .with_channels(16)
-            .with_latent_dim(16)
-            .with_sub_codebook_size(16)
-            .with_global_channels(16)
-            .with_kmeans_iters(4),
-        Preset::Small => SoCodecConfig::new(),
-        Preset::Base => SoCodecConfig::new()
-            .with_channels(1024)
-            .with_latent_dim(1024)
-            .with_blocks(2)
-            .with_global_channels(512),
-    }
-}
-
-/// What `--resume` needs: the task settings of the run.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunFile {
-    kind: CodecKind,
-    teacher_features: PathBuf,
-    task: SoCodecTrainConfig,
-}
-
-fn open_store(dir: &Path, split: &str) -> anyhow::Result<FeatureStoreReader> {
-    FeatureStoreReader::open(dir, split)
-        .with_context(|| format!("opening the {split} teacher features in {}", dir.display()))
-}
 
 pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
@@ -73,98 +39,59 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
         args.data.join("train.jsonl").display()
     );
     let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
-    // A new run's settings are saved now and again below with the feature statistics.
-    let run = voxspec_train::resume_or_start(&args.out, "codec", args.train.resume, || {
+    let model = match args.preset {
+        Preset::Tiny => SoCodecConfig::tiny(),
+        Preset::Small => SoCodecConfig::small(),
+        Preset::Base => SoCodecConfig::base(),
+    }
+    .with_streams(args.streams)
+    .with_frame_ms(args.frame_ms)
+    .with_quantizer(args.quantizer.into());
+    let model = match args.sub_codebook {
+        Some(k) => model.with_sub_codebook_size(k),
+        None => model,
+    };
+    let options = SoCodecRunOptions {
+        segment_seconds: args.segment,
+        batch_size: args.train.batch,
+        seed: args.train.seed,
+        adversarial: args.adversarial,
+    };
+    // A new run's settings are saved now and again with the feature statistics.
+    let run = SoCodecRun::start(&args.out, args.train.resume, || {
         let Some(features) = args.teacher_features.clone() else {
             anyhow::bail!(
                 "--kind socodec needs --teacher-features (the output of `voxspec teacher extract`)"
             );
         };
-        let store = open_store(&features, "train")?;
-        let model = preset_config(args.preset)
-            .with_feature_dim(store.meta().dim)
-            .with_feature_ms((1000.0 / store.meta().frame_rate).round() as usize)
-            .with_streams(args.streams)
-            .with_frame_ms(args.frame_ms)
-            .with_quantizer(args.quantizer.into());
-        let model = match args.sub_codebook {
-            Some(k) => model.with_sub_codebook_size(k),
-            None => model,
-        };
-        model.validate().context("the SoCodec settings")?;
-        let segment_frames = ((args.segment * 1000.0) as usize / model.frame_ms).max(1);
-        let task = SoCodecTrainConfig::new(model)
-            .with_segment_frames(segment_frames)
-            .with_batch_size(args.train.batch)
-            .with_data_seed(args.train.seed)
-            .with_adversarial(args.adversarial);
-        anyhow::Ok(RunFile {
-            kind: CodecKind::Socodec,
-            teacher_features: features,
-            task,
-        })
+        anyhow::Ok(SoCodecRunFile::new(features, model, &options)?)
     })?;
-    let (run, resumed) = (run.settings, run.resumed);
-    let store = open_store(&run.teacher_features, "train")?;
-    let mut model = run.task.model.clone();
-    anyhow::ensure!(
-        store.meta().dim == model.feature_dim,
-        "teacher features in {} are {}-d but the codec reads {}",
-        run.teacher_features.display(),
-        store.meta().dim,
-        model.feature_dim
-    );
+    let (meta, model) = (run.store.meta(), run.model());
     println!(
         "teacher features {}: {}-d at {} Hz ({}); {} stream(s) × {} tokens at {} ms ({:?}, factors {:?})",
-        run.teacher_features.display(),
-        store.meta().dim,
-        store.meta().frame_rate,
-        store.meta().teacher,
+        run.file.teacher_features.display(),
+        meta.dim,
+        meta.frame_rate,
+        meta.teacher,
         model.streams,
         model.stream_vocab(),
         model.frame_ms,
         model.quantizer,
         model.factors()
     );
-    let train_raw = load_raw_split(&train, &model, &store, &Bar::new(), "train features + mel")?;
-    if !resumed {
-        model = with_statistics(model, &train_raw);
-    }
-    let mut task_config = run.task;
-    task_config.model = model.clone();
-    let run = RunFile {
-        kind: run.kind,
-        teacher_features: run.teacher_features,
-        task: task_config,
-    };
-    if !resumed {
-        voxspec_train::save_run_settings(&args.out, "codec", &run)?;
-    }
-    let train_utts = standardised(&model, train_raw);
-    let dev_utts = match (dev.is_empty(), open_store(&run.teacher_features, "dev")) {
-        (false, Ok(dev_store)) => standardised(
-            &model,
-            load_raw_split(&dev, &model, &dev_store, &Bar::new(), "dev features + mel")?,
-        ),
-        _ => Vec::new(),
-    };
+    let prepared = run.prepare(&args.out, (&train, &dev), (&Bar::new(), &Bar::new()))?;
+    let (model, task) = (prepared.model().clone(), &prepared.file.task);
     println!(
         "train: {} utterances, dev: {}; segments of {} tokens ({} ms), batch {}, adversarial {}",
-        train_utts.len(),
-        dev_utts.len(),
-        run.task.segment_frames,
-        run.task.segment_frames * model.frame_ms,
-        run.task.batch_size,
-        run.task.adversarial
+        prepared.train.len(),
+        prepared.dev.len(),
+        task.segment_frames,
+        task.segment_frames * model.frame_ms,
+        task.batch_size,
+        task.adversarial
     );
-    let train_data = SoCodecData::new(train_utts, &run.task, true)?;
-    let valid_data = if dev_utts.is_empty() {
-        None
-    } else {
-        Some(SoCodecData::new(dev_utts, &run.task, false)?)
-    };
+    let task = prepared.task()?;
     let device = crate::device::single()?;
-    let task = SoCodecTask::new(run.task, train_data, valid_data)?;
     let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device)
         .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
     let mut observer = CodecBar(StepBar::new(args.train.steps));
@@ -189,59 +116,11 @@ pub(crate) fn load(dir: &Path, device: &Device) -> anyhow::Result<(SoCodecConfig
     load_socodec(dir, device).with_context(|| format!("loading the SoCodec {}", dir.display()))
 }
 
-/// The CTC teacher whose hidden states the codec reads, checked against the codec.
-fn feature_teacher(
-    dir: &Path,
-    config: &SoCodecConfig,
-    device: &Device,
-) -> anyhow::Result<CtcTeacher> {
-    let teacher = load_ctc_teacher(dir, device)?;
-    anyhow::ensure!(
-        teacher.dim() == config.feature_dim,
-        "the teacher {} gives {}-d features but the codec reads {}",
-        dir.display(),
-        teacher.dim(),
-        config.feature_dim
-    );
-    Ok(teacher)
-}
-
-/// Raw teacher features `[frames, dim]` of a waveform at the teacher's rate.
-fn teacher_features(teacher: &CtcTeacher, samples: &[f32]) -> anyhow::Result<Vec<f32>> {
-    let f = teacher.features(samples)?; // [frames, dim]
-    f.into_data()
-        .try_into_vec_as::<f32>()
-        .map_err(|e| anyhow::anyhow!("reading the teacher features: {e:?}"))
-}
-
-/// The vocoder (or Griffin-Lim with `griffin_lim`), checked against the codec's mel.
-pub(crate) fn renderer(
-    vocoder: &Path,
-    griffin_lim: bool,
-    config: &SoCodecConfig,
-    device: &Device,
-) -> anyhow::Result<MelToWave> {
-    let r = if griffin_lim {
-        MelToWave::GriffinLim(config.mel)
-    } else {
-        let v = voxspec_codec::Vocoder::load(vocoder, device).with_context(|| {
-            format!(
-                "loading the vocoder {} (train one with `voxspec vocoder train`, or pass \
-                 --griffin-lim)",
-                vocoder.display()
-            )
-        })?;
-        MelToWave::Vocoder(Box::new(v))
-    };
-    r.check(&config.mel)
-        .with_context(|| format!("vocoder {}", vocoder.display()))?;
-    Ok(r)
-}
-
 pub(crate) fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
-    let teacher = feature_teacher(&args.teacher, &config, &device)?;
+    let teacher = load_ctc_teacher(&args.teacher, &device)?;
+    check_feature_teacher(&config, &teacher, &args.teacher)?;
     let samples = read_audio(&args.input, teacher.sample_rate())?;
     anyhow::ensure!(!samples.is_empty(), "{} is empty", args.input.display());
     let features = teacher_features(&teacher, &samples)?;
@@ -257,21 +136,8 @@ pub(crate) fn encode(args: EncodeArgs) -> anyhow::Result<()> {
         tokens.truncate(n);
     }
     let frames = tokens[0].len();
-    let data: Vec<u32> = tokens.concat();
-    let codes = Codes::new(tokens.len(), frames, data)?;
-    let meta = HashMap::from([
-        ("kind".to_string(), SOCODEC_KIND.to_string()),
-        ("sample_rate".to_string(), teacher.sample_rate().to_string()),
-        (
-            "frame_rate".to_string(),
-            (1000.0 / config.frame_ms as f32).to_string(),
-        ),
-        (
-            "codebook_size".to_string(),
-            config.stream_vocab().to_string(),
-        ),
-        ("samples".to_string(), samples.len().to_string()),
-    ]);
+    let codes = Codes::new(tokens.len(), frames, tokens.concat())?;
+    let meta = codes_meta(&config, teacher.sample_rate(), samples.len());
     voxspec_data::write_codes_file(&args.out, &codes, meta)?;
     println!(
         "{}: {} samples → tokens [{}, {frames}] ({} ms frames) → {}",
@@ -310,7 +176,8 @@ pub(crate) fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     let voice = model
         .voice(&config, &ref_samples, &device)
         .with_context(|| format!("the reference {}", reference.display()))?;
-    let render = renderer(&args.vocoder, args.griffin_lim, &config, &device)?;
+    let vocoder = (!args.griffin_lim).then_some(args.vocoder.as_path());
+    let render = MelToWave::load(vocoder, &config.mel, &device)?;
     let (mel, mel_frames) = model.decode_tokens(&config, &tokens, voice, &device)?;
     let mut wave = render.render(&mel, mel_frames)?;
     if let Some(n) = samples {
@@ -352,46 +219,22 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         config.frame_ms,
         config.feature_ms
     );
-    let meta = TokenStoreMeta {
-        n_q,
-        codebook_size: u32::try_from(config.stream_vocab()).context("stream vocabulary")?,
-        frame_rate: 1000.0 / config.frame_ms as f32,
-    };
     for crate::prepare::SplitManifest {
         name: split,
         path: _,
         utterances,
     } in crate::prepare::split_manifests(&args.data, &args.splits)?
     {
-        let split = split.as_str();
-        let store = open_store(features, split)?;
-        let done = voxspec_data::token_store::stored_ids(&args.out, split, meta)?;
-        let mut writer = TokenStoreWriter::new(&args.out, split, meta, args.shard_frames)?;
-        let bar = Bar::with_len(utterances.len() as u64, split);
-        // Shifted grids for the training split only: dev and test keep the one grid they are
-        // scored on.
-        let grids = if split == "train" {
-            args.phase_shifts
-        } else {
-            1
-        };
-        let written = extract_split(
+        let ExtractedSplit { written, already } = extract_store(
             &model,
             &config,
-            &store,
-            &utterances,
-            (n_q, grids),
-            &done,
-            &mut writer,
-            &bar,
+            (features, &args.out),
+            (&split, &utterances),
+            (n_q, args.phase_shifts, args.shard_frames),
+            &Bar::new(),
             &device,
         )?;
-        writer.finish()?;
-        bar.finish();
-        println!(
-            "{split}: {written} utterances written, {} already there",
-            done.len()
-        );
+        println!("{split}: {written} utterances written, {already} already there");
     }
     println!("tokens: {}", args.out.display());
     Ok(())
@@ -402,9 +245,11 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
 pub(crate) fn eval(args: &EvalArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
-    let teacher = feature_teacher(&args.teacher, &config, &device)?;
+    let teacher = load_ctc_teacher(&args.teacher, &device)?;
+    check_feature_teacher(&config, &teacher, &args.teacher)?;
     let split = EvalSplit::read(&args.data, &args.split, args.max_utts, &teacher)?;
-    let render = renderer(&args.vocoder, args.griffin_lim, &config, &device)?;
+    let vocoder = (!args.griffin_lim).then_some(args.vocoder.as_path());
+    let render = MelToWave::load(vocoder, &config.mel, &device)?;
     let asr = args.asr.judge()?;
     // The independent judge reads every clip with its transcript from a folder per row.
     let audio_dir = match &asr {
@@ -417,7 +262,7 @@ pub(crate) fn eval(args: &EvalArgs) -> anyhow::Result<()> {
     };
     let settings = SoCodecEvalSettings {
         codec_dir: &args.codec,
-        vocoder_dir: (!args.griffin_lim).then_some(args.vocoder.as_path()),
+        vocoder_dir: vocoder,
         teacher_dir: &args.teacher,
         audio_dir: audio_dir.as_deref(),
         judge: asr.as_ref(),

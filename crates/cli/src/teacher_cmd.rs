@@ -1,20 +1,17 @@
 //! `voxspec teacher extract | transcribe`: semantic-teacher features of a prepared corpus, and
 //! the CTC teacher's transcripts scored against their text (character error rate).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
-use burn::tensor::{Device, Tensor};
 use clap::{Args, Subcommand};
-use rayon::prelude::*;
-use voxspec_data::{Progress, Utterance, read_manifest};
-use voxspec_teacher::ctc::{CTC_KIND, CtcTeacher};
+use voxspec_data::read_manifest;
 use voxspec_teacher::{
-    FeatureStoreMeta, FeatureStoreWriter, Features, Hubert, HubertTeacher, LayerSelection,
-    SemanticTeacher,
+    AnyTeacher, LayerSelection, PhoneSplit, SplitFeatures, extract_split, phones_meta,
+    write_phone_split,
 };
 
-use crate::common::{is_ctc_dir, load_ctc_teacher};
+use crate::common::load_ctc_teacher;
 use crate::progress::Bar;
 use crate::train_cmd::score_manifest;
 
@@ -123,115 +120,19 @@ pub fn run(cmd: TeacherCommand) -> anyhow::Result<()> {
     }
 }
 
-/// A loaded teacher of either kind.
-enum AnyTeacher {
-    Ctc(Box<CtcTeacher>),
-    Hubert(Box<HubertTeacher>),
-}
-
-impl AnyTeacher {
-    fn as_teacher(&self) -> &dyn SemanticTeacher {
-        match self {
-            AnyTeacher::Ctc(t) => t.as_ref(),
-            AnyTeacher::Hubert(t) => t.as_ref(),
-        }
-    }
-
-    fn kind(&self) -> &'static str {
-        match self {
-            AnyTeacher::Ctc(_) => CTC_KIND,
-            AnyTeacher::Hubert(_) => "hubert",
-        }
-    }
-
-    /// Features of several waveforms (batched for the CTC teacher).
-    fn features(&self, waves: &[&[f32]]) -> anyhow::Result<Vec<Tensor<2>>> {
-        Ok(match self {
-            AnyTeacher::Ctc(t) => t.features_batch(waves)?,
-            AnyTeacher::Hubert(t) => waves
-                .iter()
-                .map(|w| t.features(w))
-                .collect::<Result<_, _>>()?,
-        })
-    }
-}
-
-fn parse_layer(layer: &str) -> anyhow::Result<LayerSelection> {
-    if layer.eq_ignore_ascii_case("mean") {
-        return Ok(LayerSelection::MeanOfAll);
-    }
-    layer
-        .parse()
-        .map(LayerSelection::Index)
-        .with_context(|| format!("--layer {layer:?} is neither an index nor `mean`"))
-}
-
-fn layer_name(layer: LayerSelection) -> String {
-    match layer {
-        LayerSelection::Index(i) => i.to_string(),
-        LayerSelection::MeanOfAll => "mean".into(),
-    }
-}
-
-/// Whether `dir/config.json` names a CTC teacher.
-fn load_teacher(
-    dir: &Path,
-    layer: Option<&str>,
-    device: &Device,
-) -> anyhow::Result<(AnyTeacher, LayerSelection)> {
-    let layer = layer.map(parse_layer).transpose()?;
-    if is_ctc_dir(dir)? {
-        let mut teacher = CtcTeacher::load(dir, device)
-            .with_context(|| format!("loading the CTC teacher {}", dir.display()))?;
-        if let Some(layer) = layer {
-            teacher = teacher.with_layer(layer)?;
-        }
-        let layer = teacher.layer();
-        Ok((AnyTeacher::Ctc(Box::new(teacher)), layer))
-    } else {
-        let layer = layer.unwrap_or(LayerSelection::MeanOfAll);
-        let model = Hubert::load(dir, device)
-            .with_context(|| format!("loading the HuBERT teacher {}", dir.display()))?;
-        Ok((
-            AnyTeacher::Hubert(Box::new(HubertTeacher::new(model, layer)?)),
-            layer,
-        ))
-    }
-}
-
 fn phones(args: PhonesArgs) -> anyhow::Result<()> {
-    let meta = FeatureStoreMeta {
-        dim: args.dim,
-        frame_rate: args.frame_rate,
-        sample_rate: args.sample_rate,
-        teacher: voxspec_teacher::PHONES_KIND.into(),
-        layer: "code".into(),
-    };
+    let meta = phones_meta(args.dim, args.frame_rate, args.sample_rate);
     for crate::prepare::SplitManifest {
         name: split,
         path: manifest,
         utterances,
     } in crate::prepare::split_manifests(&args.data, &args.splits)?
     {
-        let split = split.as_str();
-        let mut writer = FeatureStoreWriter::new(&args.out, split, meta.clone(), 100_000)?;
-        let (mut written, mut unaligned, mut frames) = (0usize, 0usize, 0usize);
-        for u in &utterances {
-            let Some(alignment) = &u.alignment else {
-                unaligned += 1;
-                continue;
-            };
-            if writer.contains(&u.id) {
-                continue;
-            }
-            let f =
-                voxspec_teacher::phone_features(alignment, f64::from(args.frame_rate), args.dim)
-                    .with_context(|| format!("utterance {} of {}", u.id, manifest.display()))?;
-            frames += f.frames;
-            writer.push(&u.id, f)?;
-            written += 1;
-        }
-        writer.finish()?;
+        let PhoneSplit {
+            written,
+            unaligned,
+            frames,
+        } = write_phone_split((&args.out, &split), &meta, &utterances, &manifest)?;
         println!(
             "{split}: {written} utterances written ({frames} frames), {unaligned} without an \
              alignment left out"
@@ -242,15 +143,16 @@ fn phones(args: PhonesArgs) -> anyhow::Result<()> {
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {
     let device = crate::device::single()?;
-    let (teacher, layer) = load_teacher(&args.teacher, args.layer.as_deref(), &device)?;
-    let t = teacher.as_teacher();
-    let meta = FeatureStoreMeta {
-        dim: t.dim(),
-        frame_rate: t.frame_rate(),
-        sample_rate: t.sample_rate(),
-        teacher: teacher.kind().into(),
-        layer: layer_name(layer),
-    };
+    let layer = args
+        .layer
+        .as_deref()
+        .map(|l| {
+            l.parse::<LayerSelection>()
+                .with_context(|| format!("--layer {l:?} is neither an index nor `mean`"))
+        })
+        .transpose()?;
+    let teacher = AnyTeacher::load(&args.teacher, layer, &device)?;
+    let meta = teacher.store_meta();
     println!(
         "teacher {} ({}, layer {}): {}-d at {} Hz",
         args.teacher.display(),
@@ -259,57 +161,24 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         meta.dim,
         meta.frame_rate
     );
-    let rate = t.sample_rate();
     for crate::prepare::SplitManifest {
         name: split,
         path: _,
         utterances,
     } in crate::prepare::split_manifests(&args.data, &args.splits)?
     {
-        let split = split.as_str();
-        let mut writer =
-            FeatureStoreWriter::new(&args.out, split, meta.clone(), args.shard_frames)?;
-        let todo: Vec<&Utterance> = utterances
-            .iter()
-            .filter(|u| !writer.contains(&u.id))
-            .collect();
-        let kept = utterances.len() - todo.len();
-        let bar = Bar::with_len(todo.len() as u64, split);
-        let mut frames = 0usize;
-        for chunk in todo.chunks(args.batch.max(1)) {
-            let waves = chunk
-                .par_iter()
-                .map(|u| {
-                    voxspec_audio::load_resampled(Path::new(&u.path), rate)
-                        .map(|a| a.samples)
-                        .with_context(|| format!("utterance {}", u.id))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let refs: Vec<&[f32]> = waves.iter().map(Vec::as_slice).collect();
-            for (u, f) in chunk.iter().zip(teacher.features(&refs)?) {
-                let [n, dim] = f.dims();
-                let data = f
-                    .into_data()
-                    .try_into_vec_as::<f32>()
-                    .map_err(|e| anyhow::anyhow!("reading the features of {}: {e:?}", u.id))?;
-                frames += n;
-                writer.push(
-                    &u.id,
-                    Features {
-                        frames: n,
-                        dim,
-                        data,
-                    },
-                )?;
-            }
-            bar.inc(chunk.len() as u64);
-        }
-        writer.finish()?;
-        bar.finish();
-        println!(
-            "{split}: {} utterances written ({frames} frames), {kept} already there",
-            todo.len()
-        );
+        let SplitFeatures {
+            written,
+            kept,
+            frames,
+        } = extract_split(
+            &teacher,
+            &utterances,
+            (&args.out, &split),
+            (args.batch, args.shard_frames),
+            &Bar::new(),
+        )?;
+        println!("{split}: {written} utterances written ({frames} frames), {kept} already there");
     }
     println!("features: {}", args.out.display());
     Ok(())

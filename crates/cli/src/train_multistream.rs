@@ -2,28 +2,21 @@
 //! codec (`voxspec codec extract` with a `--kind socodec` codec), through the one training loop.
 //!
 //! Every utterance is conditioned on a voice vector (the mean of the codec's global embeddings
-//! of its speaker's other recordings: at inference the reference is never the target) and, for an aligned model, on the phones of
-//! the coming frames (durations from the manifest's forced alignments in 20 ms units). The run
-//! directory ends with the model directory (`config.json` kind `multistream` +
+//! of its speaker's other recordings: at inference the reference is never the target) and, for
+//! an aligned model, on the phones of the coming frames (durations from the manifest's forced
+//! alignments in 20 ms units). The run directory ends with the model directory (`config.json` kind `multistream` +
 //! `model.safetensors`, and with `--mtp-heads` one `transitions-<j>.safetensors` per stream)
 //! and `tokenizer.json`.
 
-use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use burn::module::Module;
 use clap::Args;
-use serde::{Deserialize, Serialize};
-use voxspec_codec::load_socodec;
-use voxspec_data::{BucketConfig, TokenStore, Utterance};
+use voxspec_data::TrainingPairs;
 use voxspec_draft::DraftSpec;
 use voxspec_multistream::{
-    DurationUnits, MsAlignConfig, MsFile, MsItem, MsMtpConfig, MultiStreamConfig, MultiStreamData,
-    MultiStreamTask, MultiStreamTaskConfig, base_freeze_patterns, cut_draft, draft_freeze_patterns,
-    duration_units, load_multistream, phase_shifted, positions_needed, save_multistream,
-    save_stream_transitions, stream_transitions, units_per_frame, voice_vectors, voiced_items,
-    with_fresh_heads,
+    DraftRun, DraftSettings, FrozenLm, HeadsRun, HeadsSettings, MsItem, MsModelOptions,
+    MsMtpConfig, MultiStreamConfig, MultiStreamSettings, MultiStreamTaskConfig, add_phase_shifts,
+    duration_units, pair_voices, save_run,
 };
 
 use crate::progress::Bar;
@@ -91,40 +84,6 @@ pub struct MultiStreamArgs {
     no_phase_shifts: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-struct MultiStreamSettings {
-    model: MultiStreamConfig,
-    task: MultiStreamTaskConfig,
-    codec: String,
-    #[serde(default)]
-    code_dropout: f32,
-}
-
-/// Adds the phase-shifted encodings the training token store holds (`codec extract
-/// --phase-shifts`) to `pairs.train`; returns their manifest entries. `train` is the training
-/// split's manifest.
-fn add_phase_shifts(
-    common: &LmCommon,
-    train: &[voxspec_data::Utterance],
-    pairs: &mut crate::train_lm::Pairs,
-) -> anyhow::Result<Vec<voxspec_data::Utterance>> {
-    let store = TokenStore::open(&common.tokens, "train")
-        .with_context(|| format!("opening the train token store {}", common.tokens.display()))?;
-    let (shifted, items) = phase_shifted(train, &pairs.train, &store, &pairs.tokenizer)?;
-    if shifted.is_empty() {
-        return Ok(shifted);
-    }
-    let before = pairs.train.len();
-    pairs.train.extend(items);
-    println!(
-        "phase shifts: {} shifted encodings of the training utterances added ({} in all; \
-         --no-phase-shifts leaves them out)",
-        pairs.train.len() - before,
-        pairs.train.len()
-    );
-    Ok(shifted)
-}
-
 pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let mut pairs = crate::train_lm::load_pairs(common)?;
@@ -132,7 +91,16 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     let shifted = if args.no_phase_shifts {
         Vec::new()
     } else {
-        add_phase_shifts(common, &manifest, &mut pairs)?
+        let shifts = add_phase_shifts(&common.tokens, &manifest, &mut pairs)?;
+        if !shifts.utterances.is_empty() {
+            println!(
+                "phase shifts: {} shifted encodings of the training utterances added ({} in \
+                 all; --no-phase-shifts leaves them out)",
+                shifts.added,
+                pairs.train.len()
+            );
+        }
+        shifts.utterances
     };
     let streams = args.streams.unwrap_or(pairs.n_q);
     anyhow::ensure!(
@@ -141,22 +109,14 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         common.tokens.display(),
         pairs.n_q
     );
-    let r = units_per_frame(pairs.frame_rate);
     // Durations in units from the manifests' alignments (the pairs carry them in frames).
     manifest.extend(voxspec_data::read_split_if_present(&common.data, "dev")?);
-    let DurationUnits {
-        units,
-        refused: misaligned,
-    } = duration_units(
+    let durations = duration_units(
         manifest.iter().chain(&shifted),
         pairs.train.iter().chain(&pairs.dev),
         pairs.frame_rate,
     );
-    let with_units = pairs
-        .train
-        .iter()
-        .filter(|i| units.contains_key(&i.id))
-        .count();
+    let with_units = durations.covered(&pairs.train);
     let aligned = match args.alignment {
         AlignmentMode::Off => false,
         AlignmentMode::Auto => with_units > 0 && with_units * 10 >= pairs.train.len() * 9,
@@ -187,43 +147,28 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
             "plain (alignment left to attention)"
         },
         pairs.train.len(),
-        if misaligned > 0 {
-            format!(", {misaligned} alignments refused")
+        if durations.refused > 0 {
+            format!(", {} alignments refused", durations.refused)
         } else {
             String::new()
         }
     );
     // Every recording with codes gets its voice; a shifted encoding is voiced as its recording.
-    let with_codes: HashSet<&str> = pairs
-        .train
-        .iter()
-        .chain(&pairs.dev)
-        .map(|i| i.id.as_str())
-        .collect();
-    let recordings: Vec<Utterance> = manifest
-        .iter()
-        .filter(|u| with_codes.contains(u.id.as_str()))
-        .cloned()
-        .collect();
     let device = crate::device::single()?;
-    let (config, codec) = load_socodec(&args.codec, &device)
-        .with_context(|| format!("loading the codec {}", args.codec.display()))?;
-    let mut voices = voice_vectors(&codec, &config, &recordings, &Bar::new(), &device)?;
+    let voices = pair_voices(
+        &args.codec,
+        (&manifest, &shifted),
+        &pairs,
+        &Bar::new(),
+        &device,
+    )?;
     if voices.too_short > 0 {
         println!(
             "{} utterances are shorter than the codec's voice window: left out",
             voices.too_short
         );
     }
-    voices.add_shifted(&shifted);
-    let global_dim = voices.dim;
-    let voices = voices.vectors;
-    let train_items = voiced_items(&pairs.train, &voices, &units, aligned);
-    let dev_items = voiced_items(&pairs.dev, &voices, &units, aligned);
-    anyhow::ensure!(
-        !train_items.is_empty(),
-        "no training utterance has both a voice vector and (aligned) durations"
-    );
+    let (train_items, dev_items) = voices.items(&pairs, &durations.units, aligned)?;
     println!(
         "{} training and {} dev utterances",
         train_items.len(),
@@ -231,47 +176,38 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
     );
 
     if let Some(target) = &args.target {
-        return draft(&args, target, &pairs, train_items, dev_items);
+        return draft(&args, target, &pairs, (train_items, dev_items));
     }
     if let Some(base) = &args.base {
-        return heads_on(&args, base, &pairs, train_items, dev_items);
+        return heads_on(&args, base, &pairs, (train_items, dev_items));
     }
     let vocab = pairs.tokenizer.vocab_size();
-    let mut model = match args.preset {
+    let preset = match args.preset {
         LmPreset::Tiny => MultiStreamConfig::tiny(vocab, pairs.codebook, streams),
         LmPreset::Small => MultiStreamConfig::small(vocab, pairs.codebook, streams),
         LmPreset::Base => MultiStreamConfig::base(vocab, pairs.codebook, streams),
-    }
-    .with_delay(args.delay)
-    .with_global_dim(global_dim);
+    };
     if let Some(p) = args.dropout {
         anyhow::ensure!((0.0..1.0).contains(&p), "--dropout {p} must be in [0, 1)");
-        model.transformer.dropout = p;
     }
     anyhow::ensure!(args.mtp_heads >= 1, "--mtp-heads must be at least 1");
-    if args.mtp_heads > 1 {
-        let mtp = MsMtpConfig::new(args.mtp_heads).with_weight(args.mtp_weight);
+    let mtp =
+        (args.mtp_heads > 1).then(|| MsMtpConfig::new(args.mtp_heads).with_weight(args.mtp_weight));
+    if let Some(mtp) = &mtp {
         mtp.validate().map_err(anyhow::Error::msg)?;
-        model.mtp = Some(mtp);
     }
-    if aligned {
-        // Every stream sees the phones of the frame it predicts (stream j is d·j steps late).
-        model.align = Some(
-            MsAlignConfig::new()
-                .with_units_per_frame(r)
-                .with_frames_behind(args.delay * (streams - 1)),
-        );
-    }
-    model.transformer.max_seq_len = model.transformer.max_seq_len.max(positions_needed(
-        train_items.iter().chain(&dev_items),
-        args.delay,
-        streams,
-    ));
+    let options = MsModelOptions {
+        delay: args.delay,
+        global_dim: voices.dim,
+        dropout: args.dropout,
+        mtp,
+        aligned_frame_rate: aligned.then_some(pairs.frame_rate),
+    };
     let settings = crate::train_lm::run_settings(
         common,
         "multistream",
         MultiStreamSettings {
-            model,
+            model: preset.for_items(&options, train_items.iter().chain(&dev_items)),
             task: MultiStreamTaskConfig {
                 bucket: crate::train_lm::bucket(common, true),
             },
@@ -284,80 +220,23 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         "--code-dropout {} must be in [0, 1)",
         settings.code_dropout
     );
-    let valid_bucket = BucketConfig {
-        shuffle: false,
-        ..settings.task.bucket.clone()
-    };
-    let task = MultiStreamTask {
-        model: settings.model.clone(),
-        task: settings.task.clone(),
-        train: MultiStreamData::new(train_items, &settings.model, settings.task.bucket.clone())?
-            .with_code_dropout(settings.code_dropout),
-        valid: if dev_items.is_empty() {
-            None
-        } else {
-            Some(
-                MultiStreamData::new(dev_items, &settings.model, valid_bucket)?
-                    .with_shuffled_text(),
-            )
-        },
-        init: None,
-    };
+    let task = settings.task(train_items, dev_items)?;
     let (model, _) = crate::train_lm::train(common, task, Vec::new(), &crate::device::training())?;
-    let file = MsFile {
-        model: settings.model,
-        codec: Some(settings.codec),
-        draft: None,
-    };
-    save_multistream(&common.out, &file, &model)?;
-    if file.model.mtp.is_some() {
-        save_stream_transitions(
-            &common.out,
-            &stream_transitions(&pairs.train, streams, pairs.codebook)?,
-        )?;
-    }
-    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    save_run(&common.out, &settings.file(), &model, &pairs)?;
     println!("model: {}", common.out.join("model.safetensors").display());
     Ok(())
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct DraftSettings {
-    target: PathBuf,
-    spec: DraftSpec,
-    bucket: BucketConfig,
 }
 
 /// `train multistream --target`: a draft cut from the target's layers.
 fn draft(
     args: &MultiStreamArgs,
     target_dir: &Path,
-    pairs: &crate::train_lm::Pairs,
-    train_items: Vec<MsItem>,
-    dev_items: Vec<MsItem>,
+    pairs: &TrainingPairs,
+    items: (Vec<MsItem>, Vec<MsItem>),
 ) -> anyhow::Result<()> {
     let common = &args.common;
     let device = crate::device::single()?.autodiff();
-    let (target_file, target) = load_multistream(target_dir, &device)
-        .with_context(|| format!("loading the target {}", target_dir.display()))?;
-    anyhow::ensure!(
-        target_file.draft.is_none(),
-        "{} is itself a draft: give the target's run directory",
-        target_dir.display()
-    );
-    let t = &target_file.model;
-    anyhow::ensure!(
-        t.text_vocab == pairs.tokenizer.vocab_size() && t.codebook_size == pairs.codebook,
-        "the target reads {} text tokens and {} codes; the data has {} and {}",
-        t.text_vocab,
-        t.codebook_size,
-        pairs.tokenizer.vocab_size(),
-        pairs.codebook
-    );
-    anyhow::ensure!(
-        t.align.is_none() || train_items.iter().all(|i| i.durations.is_some()),
-        "the target is aligned; the training utterances need alignments"
-    );
+    let target = FrozenLm::load(target_dir, true, (pairs, &items.0), &device)?;
     let spec = DraftSpec::parse(&args.layers)?;
     let settings = crate::train_lm::run_settings(
         common,
@@ -368,64 +247,29 @@ fn draft(
             bucket: crate::train_lm::bucket(common, true),
         },
     )?;
-    // The target's weights are constants; the loop's freeze list decides what trains.
-    let (config, model) = cut_draft(&target.no_grad(), t, &settings.spec)?;
-    let layers = settings.spec.resolve(t.transformer.n_layers)?;
-    let task = MultiStreamTask {
-        model: config.clone(),
-        task: MultiStreamTaskConfig {
-            bucket: settings.bucket.clone(),
-        },
-        train: MultiStreamData::new(train_items, &config, settings.bucket.clone())?,
-        valid: if dev_items.is_empty() {
-            None
-        } else {
-            let bucket = BucketConfig {
-                shuffle: false,
-                ..settings.bucket.clone()
-            };
-            Some(MultiStreamData::new(dev_items, &config, bucket)?)
-        },
-        init: Some(model),
-    };
-    let freeze = draft_freeze_patterns(&settings.spec)?;
+    let target_layers = target.file.model.transformer.n_layers;
+    let DraftRun {
+        task,
+        freeze,
+        file,
+        layers,
+    } = settings.run(target, items)?;
     let (model, _) = crate::train_lm::train(common, task, freeze, std::slice::from_ref(&device))?;
-    let file = MsFile {
-        model: config,
-        codec: target_file.codec.clone(),
-        draft: Some(serde_json::json!({
-            "target": target_dir.display().to_string(),
-            "layers": layers,
-            "target_n_layers": t.transformer.n_layers,
-            "spec": settings.spec,
-        })),
-    };
-    save_multistream(&common.out, &file, &model)?;
-    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    save_run(&common.out, &file, &model, pairs)?;
     println!(
-        "draft ({} of {} target layers): {}",
+        "draft ({} of {target_layers} target layers): {}",
         layers.len(),
-        t.transformer.n_layers,
         common.out.join("model.safetensors").display()
     );
     Ok(())
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct HeadsSettings {
-    base: PathBuf,
-    mtp: MsMtpConfig,
-    bucket: BucketConfig,
-    code_dropout: f32,
 }
 
 /// `train multistream --base`: multi-token heads on a trained, frozen LM.
 fn heads_on(
     args: &MultiStreamArgs,
     base_dir: &Path,
-    pairs: &crate::train_lm::Pairs,
-    train_items: Vec<MsItem>,
-    dev_items: Vec<MsItem>,
+    pairs: &TrainingPairs,
+    items: (Vec<MsItem>, Vec<MsItem>),
 ) -> anyhow::Result<()> {
     let common = &args.common;
     anyhow::ensure!(
@@ -433,26 +277,7 @@ fn heads_on(
         "--base trains multi-token heads: give --mtp-heads 2 or more"
     );
     let device = crate::device::single()?.autodiff();
-    let (base_file, base) = load_multistream(base_dir, &device)
-        .with_context(|| format!("loading the base LM {}", base_dir.display()))?;
-    anyhow::ensure!(
-        base_file.draft.is_none(),
-        "{} is a draft: give a multi-stream LM's run directory",
-        base_dir.display()
-    );
-    let b = &base_file.model;
-    anyhow::ensure!(
-        b.text_vocab == pairs.tokenizer.vocab_size() && b.codebook_size == pairs.codebook,
-        "the base LM reads {} text tokens and {} codes; the data has {} and {}",
-        b.text_vocab,
-        b.codebook_size,
-        pairs.tokenizer.vocab_size(),
-        pairs.codebook
-    );
-    anyhow::ensure!(
-        b.align.is_none() || train_items.iter().all(|i| i.durations.is_some()),
-        "the base LM is aligned; the training utterances need alignments"
-    );
+    let base = FrozenLm::load(base_dir, false, (pairs, &items.0), &device)?;
     let settings = crate::train_lm::run_settings(
         common,
         "multistream",
@@ -464,43 +289,9 @@ fn heads_on(
         },
     )?;
     settings.mtp.validate().map_err(anyhow::Error::msg)?;
-    let config = MultiStreamConfig {
-        mtp: Some(settings.mtp.clone()),
-        ..b.clone()
-    };
-    // The base's weights are constants; only the new heads are trainable.
-    let model = with_fresh_heads(base, &config, settings.mtp.heads, &device);
-    let valid_bucket = BucketConfig {
-        shuffle: false,
-        ..settings.bucket.clone()
-    };
-    let task = MultiStreamTask {
-        model: config.clone(),
-        task: MultiStreamTaskConfig {
-            bucket: settings.bucket.clone(),
-        },
-        train: MultiStreamData::new(train_items, &config, settings.bucket.clone())?
-            .with_code_dropout(settings.code_dropout),
-        valid: if dev_items.is_empty() {
-            None
-        } else {
-            Some(MultiStreamData::new(dev_items, &config, valid_bucket)?)
-        },
-        init: Some(model),
-    };
-    let freeze = base_freeze_patterns();
+    let HeadsRun { task, freeze, file } = settings.run(base, items, &device)?;
     let (model, _) = crate::train_lm::train(common, task, freeze, std::slice::from_ref(&device))?;
-    let file = MsFile {
-        model: config,
-        codec: base_file.codec.clone(),
-        draft: None,
-    };
-    save_multistream(&common.out, &file, &model)?;
-    save_stream_transitions(
-        &common.out,
-        &stream_transitions(&pairs.train, file.model.streams, pairs.codebook)?,
-    )?;
-    pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
+    save_run(&common.out, &file, &model, pairs)?;
     println!(
         "{} multi-token heads on the frozen {}: {}",
         settings.mtp.heads - 1,

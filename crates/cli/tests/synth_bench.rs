@@ -411,4 +411,63 @@ fn synthesize_and_bench_every_decoder() {
         let err = fail(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert!(err.contains(needle), "{extra:?}: {err}");
     }
+
+    // bench pipeline: short sentences and paragraphs in one run, every stage timed.
+    let report_path = dir.path().join("pipeline.json");
+    let pipeline = |extra: &[&str]| -> Vec<String> {
+        [
+            "bench",
+            "pipeline",
+            "--exp",
+            s(&exp),
+            "--codec",
+            s(&codec),
+            "--data",
+            s(&data),
+            "--sentences",
+            "2",
+            "--paragraphs",
+            "1",
+            "--paragraph-sentences",
+            "2",
+            "--out",
+            s(&report_path),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let args = pipeline(&[]);
+    let out = ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.contains("| sentences |") && out.contains("| paragraphs |"),
+        "{out}"
+    );
+    let report = read_json(&report_path);
+    let cases = report["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    for (case, (label, texts)) in cases.iter().zip([("sentences", 2), ("paragraphs", 1)]) {
+        assert_eq!(case["label"], label);
+        assert_eq!(case["texts"], texts);
+        assert!(case["audio_seconds"].as_f64().unwrap() > 0.0, "{case}");
+        let shares: f64 = case["shares"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .sum();
+        assert!((shares - 1.0).abs() < 1e-6, "{case}");
+        let (p50, p95) = (
+            finite(case, "first_audio_p50"),
+            finite(case, "first_audio_p95"),
+        );
+        assert!(p50 > 0.0 && p95 >= p50, "{case}");
+    }
+    // A paragraph of two transcripts is spoken as (at least) two pieces.
+    assert!(cases[1]["pieces"].as_u64().unwrap() >= 2, "{}", cases[1]);
+    assert!(!report["cpu"].as_str().unwrap().is_empty());
+    let args = pipeline(&["--decoder", "sd"]);
+    let err = fail(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(err.contains("ar, mtp or mtp-viterbi"), "{err}");
 }

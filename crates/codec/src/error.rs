@@ -104,6 +104,68 @@ pub enum CodecError {
     /// A token store or manifest could not be read or written.
     #[error(transparent)]
     Data(#[from] voxspec_data::DataError),
+    /// A teacher feature store could not be opened.
+    #[error("opening the {split} teacher features in {}", dir.display())]
+    FeatureStore {
+        /// The split.
+        split: String,
+        /// The store's directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<voxspec_teacher::TeacherError>,
+    },
+    /// A teacher feature store holds features of another width than the codec reads.
+    #[error("teacher features in {} are {found}-d but the codec reads {expected}", dir.display())]
+    FeatureStoreDim {
+        /// The store's directory.
+        dir: PathBuf,
+        /// The store's width.
+        found: usize,
+        /// The codec's.
+        expected: usize,
+    },
+    /// A teacher gives features of another width than the codec reads.
+    #[error("the teacher {} gives {found}-d features but the codec reads {expected}", dir.display())]
+    TeacherDim {
+        /// The teacher's directory.
+        dir: PathBuf,
+        /// The teacher's width.
+        found: usize,
+        /// The codec's.
+        expected: usize,
+    },
+    /// A vocoder directory could not be loaded.
+    #[error(
+        "loading the vocoder {} (train one with `voxspec vocoder train`, or pass --griffin-lim)",
+        dir.display()
+    )]
+    VocoderLoad {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<voxspec_train::TrainError>,
+    },
+    /// A vocoder does not take the log-mel a codec predicts.
+    #[error("vocoder {}", dir.display())]
+    VocoderMel {
+        /// The vocoder's directory.
+        dir: PathBuf,
+        /// The mismatch.
+        #[source]
+        source: Box<VocoderError>,
+    },
+    /// The SoCodec settings of a new run cannot build a model.
+    #[error("the SoCodec settings")]
+    Settings {
+        /// What is wrong.
+        #[source]
+        source: Box<CodecError>,
+    },
+    /// The training loop or a run directory failed.
+    #[error(transparent)]
+    Train(#[from] voxspec_train::TrainError),
     /// A checkpoint does not match its config: every missing, unexpected or wrongly shaped
     /// tensor is listed.
     #[error("{path} does not match its config ({} problem(s)):\n  {}", problems.len(), problems.join("\n  "))]

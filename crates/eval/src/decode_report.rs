@@ -2,13 +2,19 @@
 //! table like the MTP paper's Tables I–II and PNG plots like its Figs. 3–5 (TPT, CER and NLL
 //! over the number of heads, with and without Viterbi; speedup over γ of speculative rows).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use voxspec_tts::{DecodeReport, DecodeRow, DecoderSpec, RuleSpec, row_dir_name};
+use serde::Serialize;
+use voxspec_infer::SamplerConfig;
+use voxspec_teacher::ctc::LengthNorm;
+use voxspec_tts::{
+    DecodeReport, DecodeRow, DecoderSpec, EngineKind, Judge, RuleSpec, row_dir_name,
+};
 
 use crate::error::{EvalError, Result};
 use crate::judge::{AsrJudge, write_candidates};
 use crate::plots::{DEFAULT_SIZE, LinePlot, Series, write_line_plot};
+use crate::split::write_report_sorted;
 
 /// Figures like the MTP paper's Figs. 3–5 — TPT, CER and NLL over the number of heads, one line
 /// without Viterbi and one per Viterbi top_k (AR is the k = 1 point of each) — and, with
@@ -276,4 +282,205 @@ pub fn score_decode_rows<'a>(
         row.asr = Some(score);
     }
     Ok(())
+}
+
+/// The sampler of a benchmark, as its reports give it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SamplerSummary {
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Candidates sampled among (0: all).
+    pub top_k: usize,
+    /// Nucleus mass.
+    pub top_p: f32,
+}
+
+impl From<&SamplerConfig> for SamplerSummary {
+    fn from(s: &SamplerConfig) -> Self {
+        Self {
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+        }
+    }
+}
+
+/// The models of a decode benchmark.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeModels {
+    /// AR model directory.
+    pub ar: PathBuf,
+    /// NAR model directory.
+    pub nar: PathBuf,
+    /// Codec directory.
+    pub codec: PathBuf,
+    /// Draft model directory, when the speculative rows had one.
+    pub draft: Option<PathBuf>,
+}
+
+/// A forward over `k` new tokens.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForwardCost {
+    /// New tokens.
+    pub k: usize,
+    /// Median time, ms.
+    pub median_ms: f64,
+    /// Relative to `k = 1`.
+    pub relative_to_k1: f64,
+}
+
+impl ForwardCost {
+    /// The costs of [`DecodeReport::forward_costs`] (median ms over k = 1, 2, …).
+    pub fn of(costs: &[f64]) -> Vec<Self> {
+        costs
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| Self {
+                k: i + 1,
+                median_ms: c,
+                relative_to_k1: c / costs[0],
+            })
+            .collect()
+    }
+}
+
+/// The forced-choice candidates of the CTC teacher's columns.
+#[derive(Debug, Clone, Serialize)]
+pub struct ForcedChoiceSet {
+    /// Candidate sentences.
+    pub candidates: usize,
+    /// 1 / candidates.
+    pub chance: f64,
+    /// How candidate scores are normalised for length.
+    pub length_norm: LengthNorm,
+}
+
+impl From<&Judge<'_>> for ForcedChoiceSet {
+    fn from(j: &Judge<'_>) -> Self {
+        Self {
+            candidates: j.candidates(),
+            chance: j.chance(),
+            length_norm: j.length_norm(),
+        }
+    }
+}
+
+/// The independent recogniser, when it scored the rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct AsrJudgeInfo {
+    /// The tool, in words.
+    pub tool: &'static str,
+    /// Where it was found ([`AsrJudge::describe`]).
+    pub found: String,
+    /// Candidate sentences it chose among.
+    pub candidates: usize,
+}
+
+impl AsrJudgeInfo {
+    /// `judge` choosing among `candidates` sentences.
+    pub fn new(judge: &AsrJudge, candidates: usize) -> Self {
+        Self {
+            tool: "tools/asr_judge.py (pocketsphinx en-us, a fresh decoder per clip)",
+            found: judge.describe(),
+            candidates,
+        }
+    }
+}
+
+/// AR on the baseline engine.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeBaseline {
+    /// The baseline engine's name.
+    pub engine: Option<&'static str>,
+    /// Its row.
+    pub row: DecodeRow,
+    /// [`ar_over_baseline`] of the row.
+    pub ar_speedup_over_baseline: f64,
+}
+
+impl DecodeBaseline {
+    /// The baseline `row`, run on `engine`.
+    pub fn new(row: DecodeRow, engine: Option<EngineKind>) -> Self {
+        Self {
+            engine: engine.map(EngineKind::name),
+            ar_speedup_over_baseline: ar_over_baseline(&row),
+            row,
+        }
+    }
+}
+
+/// The JSON report of `voxspec bench decode` ([`write_decode_bench`] writes it with its keys
+/// in alphabetical order).
+#[derive(Debug, Clone, Serialize)]
+pub struct DecodeBenchReport {
+    /// `"decode"`.
+    pub benchmark: &'static str,
+    /// The split whose sentences were spoken.
+    pub split: String,
+    /// Utterances decoded.
+    pub utterances: usize,
+    /// Worker threads.
+    pub threads: usize,
+    /// The engine the rows ran on.
+    pub engine: EngineKind,
+    /// The sampler of every row.
+    pub sampler: SamplerSummary,
+    /// The models.
+    pub models: DecodeModels,
+    /// Forward cost over k = 1.. new tokens.
+    pub forward_cost: Vec<ForwardCost>,
+    /// The CTC teacher's candidates, when it scored.
+    pub forced_choice: Option<ForcedChoiceSet>,
+    /// The independent recogniser, when it scored.
+    pub asr_judge: Option<AsrJudgeInfo>,
+    /// One row per decoder, AR first.
+    pub rows: Vec<DecodeRow>,
+    /// AR on the baseline engine, when one ran.
+    pub baseline: Option<DecodeBaseline>,
+}
+
+impl DecodeBenchReport {
+    /// The markdown table of the report ([`decode_markdown`]).
+    pub fn markdown(&self) -> String {
+        let costs: Vec<f64> = self.forward_cost.iter().map(|c| c.median_ms).collect();
+        let chance = self
+            .forced_choice
+            .as_ref()
+            .map(|f| (f.candidates, f.chance));
+        let baseline = self.baseline.as_ref().map(|b| (&b.row, self.engine.name()));
+        decode_markdown(&self.rows, baseline, &costs, self.utterances, chance)
+    }
+}
+
+/// The files [`write_decode_bench`] wrote.
+#[derive(Debug, Clone)]
+pub struct DecodeBenchFiles {
+    /// `bench-decode.json`.
+    pub json: PathBuf,
+    /// `bench-decode.md`.
+    pub markdown: PathBuf,
+    /// The markdown table.
+    pub table: String,
+    /// PNG plots written.
+    pub plots: usize,
+}
+
+/// Writes `report` into `dir`: `bench-decode.json`, the markdown table `bench-decode.md` and
+/// the plots of [`write_decode_plots`] (the CER plot when the teacher scored).
+///
+/// # Errors
+/// [`EvalError::Json`], [`EvalError::Data`] or [`EvalError::Plot`] naming the file.
+pub fn write_decode_bench(dir: &Path, report: &DecodeBenchReport) -> Result<DecodeBenchFiles> {
+    let json = dir.join("bench-decode.json");
+    write_report_sorted(&json, report)?;
+    let table = report.markdown();
+    let markdown = dir.join("bench-decode.md");
+    voxspec_data::write_atomic(&markdown, table.as_bytes())?;
+    let plots = write_decode_plots(dir, &report.rows, report.forced_choice.is_some())?;
+    Ok(DecodeBenchFiles {
+        json,
+        markdown,
+        table,
+        plots,
+    })
 }

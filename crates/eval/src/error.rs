@@ -73,6 +73,32 @@ pub enum EvalError {
     /// The CTC teacher failed.
     #[error(transparent)]
     Teacher(#[from] voxspec_teacher::TeacherError),
+    /// The synthesis pipeline failed.
+    #[error(transparent)]
+    Tts(#[from] voxspec_tts::TtsError),
+    /// An AR model could not be built, loaded or run.
+    #[error(transparent)]
+    Mtp(#[from] voxspec_mtp::MtpError),
+    /// A decoder or an acceptance measurement failed.
+    #[error(transparent)]
+    Infer(#[from] voxspec_infer::InferError),
+    /// A result could not be read back from the device.
+    #[error("reading {what}: {detail}")]
+    Readback {
+        /// What was read ("the codes", ...).
+        what: &'static str,
+        /// The backend's error.
+        detail: String,
+    },
+    /// One step of a larger piece of work failed.
+    #[error("{context}: {source}")]
+    Context {
+        /// The step, naming the file, clip or row ("clip 3 (a/3.wav)", ...).
+        context: String,
+        /// Why.
+        #[source]
+        source: Box<EvalError>,
+    },
 }
 
 impl EvalError {
@@ -91,6 +117,14 @@ impl EvalError {
     pub(crate) fn input(detail: impl Into<String>) -> Self {
         Self::Input {
             detail: detail.into(),
+        }
+    }
+
+    /// This error, as one of the step `context`.
+    pub(crate) fn context(self, context: impl Into<String>) -> Self {
+        Self::Context {
+            context: context.into(),
+            source: Box::new(self),
         }
     }
 

@@ -122,3 +122,52 @@ pub fn write_report(path: &Path, report: &impl serde::Serialize) -> Result<()> {
     voxspec_data::write_atomic(path, &bytes)?;
     Ok(())
 }
+
+/// Writes `report` as pretty JSON to `path`, atomically, with the keys of every object (nested
+/// ones too) in alphabetical order, whatever the order of the struct fields.
+///
+/// # Errors
+/// [`EvalError::Json`] or [`EvalError::Data`] naming the file.
+pub fn write_report_sorted(path: &Path, report: &impl serde::Serialize) -> Result<()> {
+    let json = |source| EvalError::Json {
+        path: path.to_path_buf(),
+        source,
+    };
+    // `serde_json::Value` keeps object keys in a sorted map.
+    let value = serde_json::to_value(report).map_err(json)?;
+    let bytes = serde_json::to_vec_pretty(&value).map_err(json)?;
+    voxspec_data::write_atomic(path, &bytes)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Serialize)]
+    struct Inner {
+        zeta: u8,
+        alpha: u8,
+    }
+
+    #[derive(serde::Serialize)]
+    struct Outer {
+        rows: Vec<Inner>,
+        beta: f32,
+    }
+
+    #[test]
+    fn sorted_reports_order_every_object_alphabetically() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.json");
+        let report = Outer {
+            rows: vec![Inner { zeta: 1, alpha: 2 }],
+            beta: 0.5,
+        };
+        write_report_sorted(&path, &report).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let at = |k: &str| text.find(k).unwrap();
+        assert!(at("\"beta\"") < at("\"rows\""), "{text}");
+        assert!(at("\"alpha\"") < at("\"zeta\""), "{text}");
+    }
+}

@@ -1,5 +1,7 @@
 //! The error type of `voxspec-multistream`.
 
+use std::path::PathBuf;
+
 use voxspec_data::DataError;
 use voxspec_nn::NnError;
 
@@ -52,6 +54,64 @@ pub enum MultiStreamError {
     /// Reading a tensor back to the host failed.
     #[error("cannot read tensor data: {0}")]
     Readback(String),
+    /// A model directory could not be loaded.
+    #[error("loading the {what} {}", dir.display())]
+    Load {
+        /// Its role: `codec`, `target`, `base LM`.
+        what: &'static str,
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<MultiStreamError>,
+    },
+    /// The training token store could not be opened.
+    #[error("opening the train token store {}", dir.display())]
+    TokenStore {
+        /// The store's directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<DataError>,
+    },
+    /// No training utterance is left to train on.
+    #[error("no training utterance has both a voice vector and (aligned) durations")]
+    NoVoicedItems,
+    /// A draft was given as the target of a draft.
+    #[error("{} is itself a draft: give the target's run directory", dir.display())]
+    DraftAsTarget {
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// A draft was given as the base LM of extra heads.
+    #[error("{} is a draft: give a multi-stream LM's run directory", dir.display())]
+    DraftAsBase {
+        /// The directory given.
+        dir: PathBuf,
+    },
+    /// A trained LM reads other text tokens or codes than the data has.
+    #[error(
+        "the {role} reads {text_vocab} text tokens and {codebook} codes; the data has \
+         {data_text_vocab} and {data_codebook}"
+    )]
+    DataMismatch {
+        /// `target` or `base LM`.
+        role: &'static str,
+        /// Its text vocabulary.
+        text_vocab: usize,
+        /// Its codebook size.
+        codebook: usize,
+        /// The tokenizer's vocabulary.
+        data_text_vocab: usize,
+        /// The token store's codebook size.
+        data_codebook: usize,
+    },
+    /// An aligned LM is to be trained on utterances without alignments.
+    #[error("the {role} is aligned; the training utterances need alignments")]
+    NeedsAlignments {
+        /// `target` or `base LM`.
+        role: &'static str,
+    },
 }
 
 /// `Result` with [`MultiStreamError`].

@@ -23,6 +23,8 @@
 //!   layers; [`save_multistream`] / [`load_multistream`] read and write model directories.
 //! - [`prepare`]: the training data before batching (voice vectors, duration units,
 //!   phase-shifted encodings, sizing, per-stream transition matrices).
+//! - [`run`]: training runs (a new LM, a draft, extra heads on a frozen LM): the settings they
+//!   keep for a resumed run, their tasks, and the model directory they end with.
 //! - [`greedy_decode`]: the reference greedy loop (one forward per step, `S` forced at invalid
 //!   positions, the prompt never overwritten, stop at stream 0's EOS or `max_frames`) the frame
 //!   decoders are tested against; returns the reverted frames `[streams][T]`.
@@ -37,6 +39,7 @@ pub mod lm;
 pub mod model;
 pub mod mtp;
 pub mod prepare;
+pub mod run;
 pub mod train;
 
 pub use align::{MsAlignConfig, StepTrack, StepTrackEmbedding, alignment_units};
@@ -52,8 +55,13 @@ pub use lm::{MsCache, MsFrameLm, MsPrompt};
 pub use model::{MultiStreamConfig, MultiStreamModel};
 pub use mtp::{MsMtpConfig, MsMtpHead, base_freeze_patterns, with_fresh_heads};
 pub use prepare::{
-    DurationUnits, Voices, duration_units, phase_shifted, positions_needed, stream_transitions,
-    units_per_frame, voice_vectors, voiced_items,
+    DurationUnits, PhaseShifts, Voices, add_phase_shifts, duration_units, pair_voices,
+    phase_shifted, positions_needed, stream_transitions, units_per_frame, voice_vectors,
+    voiced_items,
+};
+pub use run::{
+    DraftRun, DraftSettings, FrozenLm, HeadsRun, HeadsSettings, MsModelOptions,
+    MultiStreamSettings, save_run,
 };
 pub use train::{
     MsBatch, MsItem, MultiStreamData, MultiStreamTask, MultiStreamTaskConfig, build_batch,

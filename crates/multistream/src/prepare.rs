@@ -8,10 +8,11 @@ use std::path::Path;
 
 use burn::data::dataset::Dataset;
 use burn::tensor::Device;
-use voxspec_codec::{SoCodec, SoCodecConfig};
+use voxspec_codec::{SoCodec, SoCodecConfig, load_socodec};
 use voxspec_data::phase_shift::{base_id, shifted_utterances};
 use voxspec_data::{
-    MissingCodes, Progress, TextTokenizer, TokenStore, TtsDataset, TtsItem, Utterance,
+    MissingCodes, Progress, TextTokenizer, TokenStore, TrainingPairs, TtsDataset, TtsItem,
+    Utterance,
 };
 use voxspec_infer::{Transitions, TransitionsConfig};
 
@@ -45,6 +46,58 @@ impl Voices {
             }
         }
     }
+
+    /// The training and dev items of `pairs` with their voices and durations ([`voiced_items`]).
+    ///
+    /// # Errors
+    /// [`MultiStreamError::NoVoicedItems`] when no training item is left.
+    pub fn items(
+        &self,
+        pairs: &TrainingPairs,
+        units: &HashMap<String, Vec<u32>>,
+        aligned: bool,
+    ) -> Result<(Vec<MsItem>, Vec<MsItem>)> {
+        let train = voiced_items(&pairs.train, &self.vectors, units, aligned);
+        let dev = voiced_items(&pairs.dev, &self.vectors, units, aligned);
+        if train.is_empty() {
+            return Err(MultiStreamError::NoVoicedItems);
+        }
+        Ok((train, dev))
+    }
+}
+
+/// The voices of the recordings of `manifest` that have codes among `pairs` (train and dev),
+/// from the SoCodec in `codec_dir` ([`voice_vectors`]); every shifted encoding of `shifted` is
+/// voiced as its recording.
+///
+/// # Errors
+/// [`MultiStreamError::Load`] naming the codec; those of [`voice_vectors`].
+pub fn pair_voices(
+    codec_dir: &Path,
+    (manifest, shifted): (&[Utterance], &[Utterance]),
+    pairs: &TrainingPairs,
+    progress: &dyn Progress,
+    device: &Device,
+) -> Result<Voices> {
+    let with_codes: HashSet<&str> = pairs
+        .train
+        .iter()
+        .chain(&pairs.dev)
+        .map(|i| i.id.as_str())
+        .collect();
+    let recordings: Vec<Utterance> = manifest
+        .iter()
+        .filter(|u| with_codes.contains(u.id.as_str()))
+        .cloned()
+        .collect();
+    let (config, codec) = load_socodec(codec_dir, device).map_err(|e| MultiStreamError::Load {
+        what: "codec",
+        dir: codec_dir.to_path_buf(),
+        source: Box::new(e.into()),
+    })?;
+    let mut voices = voice_vectors(&codec, &config, &recordings, progress, device)?;
+    voices.add_shifted(shifted);
+    Ok(voices)
 }
 
 /// The voice vector of every utterance of `utterances`: the mean of the codec's global
@@ -148,6 +201,16 @@ pub struct DurationUnits {
     pub refused: usize,
 }
 
+impl DurationUnits {
+    /// How many of `items` have durations.
+    pub fn covered(&self, items: &[TtsItem]) -> usize {
+        items
+            .iter()
+            .filter(|i| self.units.contains_key(&i.id))
+            .count()
+    }
+}
+
 /// Durations in units of [`units_per_frame`] per frame, from the manifest alignments of
 /// `utterances`, for each utterance that is one of `items` (codes at `frame_rate` frames per
 /// second) with durations.
@@ -208,6 +271,35 @@ pub fn phase_shifted(
         .map(|i| dataset.get(i))
         .collect::<std::result::Result<_, _>>()?;
     Ok((shifted, items))
+}
+
+/// The phase-shifted encodings added to a run's training pairs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseShifts {
+    /// Their manifest entries (`<id>@<ms>ms`, alignments shifted with them).
+    pub utterances: Vec<Utterance>,
+    /// Training pairs added.
+    pub added: usize,
+}
+
+/// Adds to `pairs.train` the phase-shifted encodings ([`phase_shifted`]) that the training
+/// token store in `tokens` holds for the utterances of `train` (the training manifest).
+///
+/// # Errors
+/// [`MultiStreamError::TokenStore`] naming the store; those of [`phase_shifted`].
+pub fn add_phase_shifts(
+    tokens: &Path,
+    train: &[Utterance],
+    pairs: &mut TrainingPairs,
+) -> Result<PhaseShifts> {
+    let store = TokenStore::open(tokens, "train").map_err(|e| MultiStreamError::TokenStore {
+        dir: tokens.to_path_buf(),
+        source: Box::new(e),
+    })?;
+    let (utterances, items) = phase_shifted(train, &pairs.train, &store, &pairs.tokenizer)?;
+    let added = items.len();
+    pairs.train.extend(items);
+    Ok(PhaseShifts { utterances, added })
 }
 
 /// Items of `pairs` with their voice vectors and durations (in units): those without a voice,

@@ -69,4 +69,61 @@ pub enum TeacherError {
         /// What is wrong.
         reason: String,
     },
+    /// A teacher directory's `config.json` could not be read.
+    #[error("reading {}", path.display())]
+    ConfigRead {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A teacher directory's `config.json` is not JSON.
+    #[error("{} is not JSON", path.display())]
+    ConfigJson {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A teacher directory could not be loaded.
+    #[error("loading the {kind} teacher {}", dir.display())]
+    Load {
+        /// `CTC` or `HuBERT`.
+        kind: &'static str,
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<TeacherError>,
+    },
+    /// The audio of an utterance could not be read.
+    #[error("utterance {id}")]
+    UtteranceAudio {
+        /// The utterance id.
+        id: String,
+        /// Why.
+        #[source]
+        source: voxspec_audio::AudioError,
+    },
+    /// Features of an utterance could not be read back from the device.
+    #[error("reading the features of {id}: {reason}")]
+    FeatureRead {
+        /// The utterance id.
+        id: String,
+        /// The backend's message.
+        reason: String,
+    },
+    /// One utterance of a manifest failed.
+    #[error("utterance {id} of {}", manifest.display())]
+    Utterance {
+        /// The utterance id.
+        id: String,
+        /// The manifest it is in.
+        manifest: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<TeacherError>,
+    },
 }

@@ -7,7 +7,9 @@
 //!   character error rate ([`cer`]) and identifies sentences by forced choice
 //!   ([`ctc::ForcedChoice`]).
 //! - Teacher features of a corpus are stored as safetensors shards ([`feature_store`]), the
-//!   offline distillation target of the codec in `voxspec-codec`.
+//!   offline distillation target of the codec in `voxspec-codec`: computed by either kind of
+//!   teacher ([`AnyTeacher`], [`extract_split`]) or read from forced alignments
+//!   ([`write_phone_split`]).
 //!
 //! ```no_run
 //! use burn::tensor::Device;
@@ -23,19 +25,25 @@
 //! # }
 //! ```
 
+pub mod any;
 pub mod ctc;
 pub mod error;
+pub mod extract;
 pub mod feature_store;
 pub mod hubert;
 pub mod phones;
 pub mod teacher;
 
+pub use any::{AnyTeacher, HUBERT_KIND, is_ctc_dir};
 pub use ctc::{
     CtcModel, CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, FrontendConfig, cer,
     corpus_cer,
 };
 pub use error::TeacherError;
+pub use extract::{SplitFeatures, extract_split};
 pub use feature_store::{FeatureStoreMeta, FeatureStoreReader, FeatureStoreWriter, Features};
 pub use hubert::{FeatExtractNorm, HiddenAct, Hubert, HubertConfig, HubertOutput, HubertTeacher};
-pub use phones::{PHONE_DIM, PHONES_KIND, phone_code, phone_features};
+pub use phones::{
+    PHONE_DIM, PHONES_KIND, PhoneSplit, phone_code, phone_features, phones_meta, write_phone_split,
+};
 pub use teacher::{LayerSelection, SemanticTeacher};

@@ -10,10 +10,12 @@
 //! a text-to-speech LM is conditioned on, the phone sequence, on a corpus where a recogniser
 //! trained elsewhere hears its speaker poorly (`voxspec align` makes the alignments).
 
-use voxspec_data::{Alignment, PHONES, alignment_frames, normalize_phone};
+use std::path::Path;
+
+use voxspec_data::{Alignment, PHONES, Utterance, alignment_frames, normalize_phone};
 
 use crate::error::TeacherError;
-use crate::feature_store::Features;
+use crate::feature_store::{FeatureStoreMeta, FeatureStoreWriter, Features};
 
 /// The `teacher` metadata value of a phone-identity feature store.
 pub const PHONES_KIND: &str = "phones";
@@ -81,6 +83,70 @@ pub fn phone_features(
     Ok(Features { frames, dim, data })
 }
 
+/// The metadata of a phone-code feature store ([`PHONES_KIND`], layer `code`): `dim` values
+/// per frame at `frame_rate` Hz, for a codec reading audio at `sample_rate` Hz.
+pub fn phones_meta(dim: usize, frame_rate: f32, sample_rate: u32) -> FeatureStoreMeta {
+    FeatureStoreMeta {
+        dim,
+        frame_rate,
+        sample_rate,
+        teacher: PHONES_KIND.into(),
+        layer: "code".into(),
+    }
+}
+
+/// What writing one split's phone features did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhoneSplit {
+    /// Utterances whose features were written now.
+    pub written: usize,
+    /// Utterances left out: no alignment in the manifest.
+    pub unaligned: usize,
+    /// Feature frames written now.
+    pub frames: usize,
+}
+
+/// Writes the phone features ([`phone_features`] at `meta`'s rate and width) of every aligned
+/// utterance of `utterances` (the manifest `manifest` of `split`) not yet in the store `out`.
+///
+/// # Errors
+/// [`TeacherError::Utterance`] naming the utterance and manifest whose alignment is unusable;
+/// the store's errors.
+pub fn write_phone_split(
+    (out, split): (&Path, &str),
+    meta: &FeatureStoreMeta,
+    utterances: &[Utterance],
+    manifest: &Path,
+) -> Result<PhoneSplit, TeacherError> {
+    let mut writer = FeatureStoreWriter::new(out, split, meta.clone(), 100_000)?;
+    let (mut written, mut unaligned, mut frames) = (0usize, 0usize, 0usize);
+    for u in utterances {
+        let Some(alignment) = &u.alignment else {
+            unaligned += 1;
+            continue;
+        };
+        if writer.contains(&u.id) {
+            continue;
+        }
+        let f = phone_features(alignment, f64::from(meta.frame_rate), meta.dim).map_err(|e| {
+            TeacherError::Utterance {
+                id: u.id.clone(),
+                manifest: manifest.to_path_buf(),
+                source: Box::new(e),
+            }
+        })?;
+        frames += f.frames;
+        writer.push(&u.id, f)?;
+        written += 1;
+    }
+    writer.finish()?;
+    Ok(PhoneSplit {
+        written,
+        unaligned,
+        frames,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +182,49 @@ mod tests {
                 assert!(dot(a, b).abs() < 0.35, "phones {i}: {}", dot(a, b));
             }
         }
+    }
+
+    fn utterance(id: &str, alignment: Option<Alignment>) -> Utterance {
+        Utterance {
+            id: id.into(),
+            speaker: "s".into(),
+            chapter: String::new(),
+            path: format!("{id}.wav"),
+            text: "a".into(),
+            duration: 0.2,
+            sample_rate: 16_000,
+            alignment,
+        }
+    }
+
+    #[test]
+    fn a_split_is_written_once_and_unaligned_utterances_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Alignment {
+            phones: vec!["sil".into(), "AH0".into()],
+            ends: vec![0.1, 0.2],
+        };
+        let utts = [utterance("a", Some(a.clone())), utterance("b", None)];
+        let meta = phones_meta(PHONE_DIM, 50.0, 16_000);
+        let manifest = Path::new("train.jsonl");
+        let first = write_phone_split((dir.path(), "train"), &meta, &utts, manifest).unwrap();
+        assert_eq!((first.written, first.unaligned, first.frames), (1, 1, 10));
+        let again = write_phone_split((dir.path(), "train"), &meta, &utts, manifest).unwrap();
+        assert_eq!((again.written, again.unaligned, again.frames), (0, 1, 0));
+
+        let bad = Alignment {
+            phones: vec!["QQ".into()],
+            ends: vec![0.1],
+        };
+        let err = write_phone_split(
+            (dir.path(), "dev"),
+            &meta,
+            &[utterance("c", Some(bad))],
+            manifest,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("utterance c of train.jsonl"), "{err}");
     }
 
     #[test]

@@ -23,6 +23,28 @@ pub enum LayerSelection {
     MeanOfAll,
 }
 
+impl std::str::FromStr for LayerSelection {
+    type Err = std::num::ParseIntError;
+
+    /// `mean` (any case) for [`LayerSelection::MeanOfAll`], else an index.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.eq_ignore_ascii_case("mean") {
+            return Ok(Self::MeanOfAll);
+        }
+        s.parse().map(Self::Index)
+    }
+}
+
+impl std::fmt::Display for LayerSelection {
+    /// The index, or `mean`: the `layer` of a feature store's metadata.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Index(i) => write!(f, "{i}"),
+            Self::MeanOfAll => f.write_str("mean"),
+        }
+    }
+}
+
 /// A frozen model that turns a waveform into frame-level semantic features.
 pub trait SemanticTeacher {
     /// Sample rate (Hz) the waveform passed to [`SemanticTeacher::features`] must have.
@@ -47,4 +69,25 @@ pub trait SemanticTeacher {
     /// # Errors
     /// When the waveform is shorter than the teacher's receptive field.
     fn features(&self, wave: &[f32]) -> Result<Tensor<2>, TeacherError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_read_and_print_as_feature_stores_name_them() {
+        for (text, layer) in [
+            ("4", LayerSelection::Index(4)),
+            ("mean", LayerSelection::MeanOfAll),
+        ] {
+            assert_eq!(text.parse::<LayerSelection>().unwrap(), layer);
+            assert_eq!(layer.to_string(), text);
+        }
+        assert_eq!(
+            "MEAN".parse::<LayerSelection>().unwrap(),
+            LayerSelection::MeanOfAll
+        );
+        assert!("last".parse::<LayerSelection>().is_err());
+    }
 }

@@ -70,6 +70,7 @@
 mod any_pipeline;
 mod bench;
 mod bench_forward;
+mod bench_pipeline;
 mod decoders;
 mod engine;
 mod error;
@@ -90,6 +91,9 @@ pub use bench::{
 pub use bench_forward::{
     DecoderPoint, Floor, ForwardBench, ForwardPeer, ForwardPoint, ForwardReport, GreedyPoint,
     PeerPoint, device_read_bandwidth_gbs, read_forward_peer, run_forward_bench, same_peer_config,
+};
+pub use bench_pipeline::{
+    PipelineCase, PipelineReport, StageSeconds, cpu_model, run_pipeline_bench,
 };
 pub use decoders::{
     DecoderParts, DecoderSpec, GroupsAt, PartSources, PreparedDecoder, RuleSpec, load_draft,

@@ -2,6 +2,8 @@
 //! of the streams) and a reference recording in, log-mel out; log-mel to waveform through the
 //! vocoder ([`MelToWave`], Griffin-Lim only as the fallback).
 
+use std::path::Path;
+
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_audio::MelConfig;
 
@@ -190,6 +192,31 @@ pub enum MelToWave {
 }
 
 impl MelToWave {
+    /// The vocoder in the directory `vocoder` (Griffin-Lim for `None`), checked against a
+    /// codec's log-mel `mel`.
+    ///
+    /// # Errors
+    /// [`CodecError::VocoderLoad`] and [`CodecError::VocoderMel`] naming the directory.
+    pub fn load(
+        vocoder: Option<&Path>,
+        mel: &MelConfig,
+        device: &Device,
+    ) -> Result<Self, CodecError> {
+        let Some(dir) = vocoder else {
+            return Ok(Self::GriffinLim(*mel));
+        };
+        let v = Vocoder::load(dir, device).map_err(|e| CodecError::VocoderLoad {
+            dir: dir.to_path_buf(),
+            source: Box::new(e),
+        })?;
+        let r = Self::Vocoder(Box::new(v));
+        r.check(mel).map_err(|source| CodecError::VocoderMel {
+            dir: dir.to_path_buf(),
+            source: Box::new(source),
+        })?;
+        Ok(r)
+    }
+
     /// The mel settings its input must have.
     pub fn mel_config(&self) -> MelConfig {
         match self {

@@ -21,18 +21,26 @@
 //! | `infer` | host-side encode/decode, [`MelToWave`] (vocoder, Griffin-Lim fallback) |
 //! | `files` | [`save_socodec`], [`load_socodec`] (`config.json` kind `"socodec"`) |
 //! | `prepare` | training data from teacher feature stores and audio; token extraction on phase-shifted grids |
+//! | `run` | [`SoCodecRun`]: a training run's settings and task |
+//! | `presets` | [`SoCodecConfig::tiny`], [`SoCodecConfig::small`], [`SoCodecConfig::base`] |
+//! | `encode` | the feature teacher and its features ([`teacher_features`]), codes-file metadata |
 
 mod blocks;
+mod encode;
 mod files;
 mod global;
 mod infer;
 pub mod prepare;
+mod presets;
+pub mod run;
 pub mod train;
 
 pub use blocks::{DownStage, ResBlock, UpStage};
+pub use encode::{check_feature_teacher, codes_meta, teacher_features};
 pub use files::{SOCODEC_KIND, load_socodec, save_socodec};
 pub use global::{GlobalEncoder, SeResBlock, clip_and_shuffle};
 pub use infer::MelToWave;
+pub use run::{SoCodecPrepared, SoCodecRun, SoCodecRunFile, SoCodecRunOptions, open_feature_store};
 pub use train::{
     MelDiscriminator, SoCodecBatch, SoCodecData, SoCodecGan, SoCodecTask, SoCodecTrainConfig,
     SoCodecUtterance,

@@ -5,7 +5,8 @@
 //! training split's statistics ([`with_statistics`], kept in the config) and
 //! [`standardised`] turns them into the [`SoCodecUtterance`]s [`super::SoCodecData`] batches.
 //! [`extract_split`] encodes a split into a token store, on several phase-shifted token grids
-//! for augmentation (`voxspec_data::phase_shift`).
+//! for augmentation (`voxspec_data::phase_shift`); [`extract_store`] does so for one split of a
+//! prepared corpus, from its feature store into its token store.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -13,7 +14,7 @@ use std::path::Path;
 use burn::tensor::Device;
 use rayon::prelude::*;
 use voxspec_data::phase_shift::shifted_id;
-use voxspec_data::{Codes, Progress, TokenStoreWriter, Utterance};
+use voxspec_data::{Codes, Progress, TokenStoreMeta, TokenStoreWriter, Utterance};
 use voxspec_teacher::FeatureStoreReader;
 
 use super::{SoCodec, SoCodecConfig, SoCodecUtterance, column_stats};
@@ -178,9 +179,85 @@ pub fn extract_split(
     Ok(written)
 }
 
+/// The metadata of a token store of the first `n_q` streams of the codec of `config`.
+///
+/// # Errors
+/// [`CodecError::InvalidConfig`] when a stream's vocabulary does not fit 32 bits.
+pub fn token_store_meta(config: &SoCodecConfig, n_q: usize) -> Result<TokenStoreMeta, CodecError> {
+    let vocab = config.stream_vocab();
+    Ok(TokenStoreMeta {
+        n_q,
+        codebook_size: u32::try_from(vocab).map_err(|_| CodecError::InvalidConfig {
+            field: "sub_codebook_size",
+            reason: format!("a stream vocabulary of {vocab} does not fit 32 bits"),
+        })?,
+        frame_rate: 1000.0 / config.frame_ms as f32,
+    })
+}
+
+/// What encoding one split into a token store did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtractedSplit {
+    /// Encodings written now.
+    pub written: usize,
+    /// Encodings the store already held.
+    pub already: usize,
+}
+
+/// Encodes the split `split` (its manifest's `utterances`) from the teacher feature store in
+/// `features` into the token store in `out` ([`extract_split`], new shards after
+/// `shard_frames` frames), the first `n_q` streams; the training split on `phase_shifts`
+/// token grids, dev and test on the one grid they are scored on. Encodings already in the
+/// store are kept. `progress` counts the utterances, named `split`.
+///
+/// # Errors
+/// [`CodecError::FeatureStore`], and those of [`extract_split`] and the token store.
+#[allow(clippy::too_many_arguments)]
+pub fn extract_store(
+    codec: &SoCodec,
+    config: &SoCodecConfig,
+    (features, out): (&Path, &Path),
+    (split, utterances): (&str, &[Utterance]),
+    (n_q, phase_shifts, shard_frames): (usize, usize, usize),
+    progress: &dyn Progress,
+    device: &Device,
+) -> Result<ExtractedSplit, CodecError> {
+    let meta = token_store_meta(config, n_q)?;
+    let store = super::run::open_feature_store(features, split)?;
+    let done = voxspec_data::token_store::stored_ids(out, split, meta)?;
+    let mut writer = TokenStoreWriter::new(out, split, meta, shard_frames)?;
+    progress.start(utterances.len() as u64, split);
+    let grids = if split == "train" { phase_shifts } else { 1 };
+    let written = extract_split(
+        codec,
+        config,
+        &store,
+        utterances,
+        (n_q, grids),
+        &done,
+        &mut writer,
+        progress,
+        device,
+    )?;
+    writer.finish()?;
+    progress.finish();
+    Ok(ExtractedSplit {
+        written,
+        already: done.len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_store_holds_a_streams_vocabulary_at_the_token_rate() {
+        let config = SoCodecConfig::tiny().with_frame_ms(120);
+        let meta = token_store_meta(&config, 3).unwrap();
+        assert_eq!((meta.n_q, meta.codebook_size), (3, 256));
+        assert!((meta.frame_rate - 1000.0 / 120.0).abs() < 1e-6);
+    }
 
     #[test]
     fn grids_after_the_first_are_named_by_their_shift() {
