@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::Args;
 use voxspec_data::Progress;
 use voxspec_tts::{
-    DecoderParts, DecoderSpec, GroupsAt, LongForm, PartSources, Pipeline, PipelineReport,
-    PreparedDecoder, run_pipeline_bench,
+    DecoderParts, GroupsAt, LongForm, PartSources, Pipeline, PipelineReport, PreparedDecoder,
+    run_pipeline_bench,
 };
 
 use crate::progress::Bar;
@@ -89,12 +90,9 @@ fn paragraphs(args: &PipelineBenchArgs, transcripts: &[String]) -> anyhow::Resul
 pub fn run(args: PipelineBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.sentences >= 1, "--sentences must be at least 1");
     let spec = match args.decoder {
-        DecoderKind::Ar => DecoderSpec::Ar,
-        DecoderKind::Mtp => DecoderSpec::Mtp { heads: args.heads },
-        DecoderKind::MtpViterbi => DecoderSpec::MtpViterbi {
-            heads: args.heads,
-            top_k: args.top_k,
-        },
+        kind @ (DecoderKind::Ar | DecoderKind::Mtp | DecoderKind::MtpViterbi) => kind
+            .plain_spec(args.heads, args.top_k)
+            .context("a plain decoder")?,
         other => anyhow::bail!(
             "--decoder {other:?}: the pipeline benchmark runs ar, mtp or mtp-viterbi \
              (`bench decode` compares the speculative decoders)"

@@ -214,6 +214,29 @@ pub struct ExtractArgs {
     pub(crate) phase_shifts: usize,
 }
 
+/// Codes as synthesis hands them to the codec decoder, for `codec train --decoder-only
+/// --decoder-codes`: every recording's RVQ-1 codes (from --tokens) with layers 2..N filled in
+/// by the experiment's NAR model (on the engine synthesis uses, told the recording's phone
+/// durations when the NAR is aligned). A decoder trained on them renders generated speech
+/// better than one trained on its encoder's codes, whose upper layers no NAR reproduces.
+#[derive(Debug, Args)]
+pub struct FillArgs {
+    #[command(flatten)]
+    pub(crate) models: crate::synth_args::ModelArgs,
+    /// Token store of the recordings' codes (`codec extract` output) [default: <EXP>/tokens].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) tokens: Option<PathBuf>,
+    /// Prepared data directory with the splits' manifests [default: <EXP>/data].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data: Option<PathBuf>,
+    /// Splits to fill (comma separated; the decoder trains on train and validates on dev).
+    #[arg(long, value_delimiter = ',', default_value = "train,dev")]
+    pub(crate) splits: Vec<String>,
+    /// Output directory of the token shards.
+    #[arg(long, short, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+}
+
 /// Which codec family `codec train` builds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -34,6 +34,7 @@ pub enum CodecCommand {
     Encode(EncodeArgs),
     Decode(DecodeArgs),
     Extract(ExtractArgs),
+    Fill(crate::codec_args::FillArgs),
     Eval(crate::codec_args::EvalArgs),
     PlotStreams(crate::socodec_cmd::StreamsPlotArgs),
 }
@@ -54,6 +55,7 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
         CodecCommand::Decode(args) => decode(args),
         CodecCommand::Extract(args) if is_socodec(&args.codec) => crate::socodec_cmd::extract(args),
         CodecCommand::Extract(args) => extract(args),
+        CodecCommand::Fill(args) => fill(args),
         CodecCommand::Eval(args) if is_socodec(&args.codec) => crate::socodec_cmd::eval(&args),
         CodecCommand::Eval(args) => crate::codec_eval::run(args),
         CodecCommand::PlotStreams(args) => crate::socodec_cmd::plot_streams(args),
@@ -372,6 +374,42 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
         bar.finish();
         let kept = utterances.len() - written;
         println!("{split}: {written} utterances written ({frames} frames), {kept} already there");
+    }
+    println!("tokens: {}", args.out.display());
+    Ok(())
+}
+
+fn fill(args: crate::codec_args::FillArgs) -> anyhow::Result<()> {
+    let exp = &args.models.exp;
+    let tokens = args.tokens.clone().unwrap_or_else(|| exp.join("tokens"));
+    let data = args.data.clone().unwrap_or_else(|| exp.join("data"));
+    anyhow::ensure!(!args.splits.is_empty(), "--splits names no split");
+    if args.out.exists() && std::fs::read_dir(&args.out)?.next().is_some() {
+        anyhow::bail!(
+            "{} is not empty: fill into a new directory",
+            args.out.display()
+        );
+    }
+    let device = crate::device::single()?;
+    let paths = args.models.paths();
+    let pipeline = voxspec_tts::Pipeline::load(&paths, &device)?;
+    println!(
+        "NAR {} fills RVQ layers 2..N of the recordings' codes in {}",
+        paths.nar.display(),
+        tokens.display()
+    );
+    for split in &args.splits {
+        let utterances = voxspec_data::read_split(&data, split)?;
+        let store = TokenStore::open(&tokens, split)
+            .with_context(|| format!("opening the {split} codes in {}", tokens.display()))?;
+        let report = pipeline.fill_split(&utterances, &store, &args.out, split, &Bar::new())?;
+        let equal: Vec<String> = report.equal.iter().map(|e| format!("{e:.3}")).collect();
+        println!(
+            "{split}: {} utterances ({} frames); code equal to the recording's, per layer: {}",
+            report.utterances,
+            report.frames,
+            equal.join(" ")
+        );
     }
     println!("tokens: {}", args.out.display());
     Ok(())

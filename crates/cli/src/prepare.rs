@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use voxspec_data::{Layout, PrepareConfig, TranscriptKind, Utterance, prepare, read_manifest};
+use voxspec_data::{Layout, PrepareConfig, TranscriptKind, prepare};
 
 use crate::progress::Bar;
 
@@ -133,39 +133,15 @@ pub fn run(args: PrepareArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One split's manifest of a prepared directory, read.
-pub(crate) struct SplitManifest {
-    /// The split (`train`, `dev`, ...).
-    pub(crate) name: String,
-    /// `<data>/<name>.jsonl`.
-    pub(crate) path: PathBuf,
-    /// Its utterances.
-    pub(crate) utterances: Vec<Utterance>,
-}
+pub(crate) use voxspec_data::SplitManifest;
 
-/// The manifests of `splits` in the prepared directory `data`, read. A split without one is
-/// skipped (printed); none at all is an error naming the splits and the directory.
+/// The manifests of `splits` in the prepared directory `data`, read; a split without one is
+/// skipped (printed).
 pub(crate) fn split_manifests(
     data: &Path,
     splits: &[String],
 ) -> anyhow::Result<Vec<SplitManifest>> {
-    let mut out = Vec::with_capacity(splits.len());
-    for split in splits {
-        let path = data.join(format!("{split}.jsonl"));
-        if !path.is_file() {
-            println!("{split}: no {} — skipped", path.display());
-            continue;
-        }
-        out.push(SplitManifest {
-            name: split.clone(),
-            utterances: read_manifest(&path)?,
-            path,
-        });
-    }
-    anyhow::ensure!(
-        !out.is_empty(),
-        "no manifest for the splits {splits:?} in {}",
-        data.display()
-    );
-    Ok(out)
+    Ok(voxspec_data::read_splits(data, splits, |split, path| {
+        println!("{split}: no {} — skipped", path.display());
+    })?)
 }

@@ -56,16 +56,12 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         })
     };
     let spec = match args.decoder {
-        DecoderKind::Ar => DecoderSpec::Ar,
-        DecoderKind::Mtp => DecoderSpec::Mtp { heads: args.heads },
-        DecoderKind::MtpViterbi => DecoderSpec::MtpViterbi {
-            heads: args.heads,
-            top_k: args.top_k,
-        },
-        DecoderKind::SelfSpec => DecoderSpec::SelfSpec {
-            rule: RuleSpec::Sd,
-            gamma: args.heads.saturating_sub(1),
-        },
+        kind @ (DecoderKind::Ar
+        | DecoderKind::Mtp
+        | DecoderKind::MtpViterbi
+        | DecoderKind::SelfSpec) => kind
+            .plain_spec(args.heads, args.top_k)
+            .context("a plain decoder")?,
         DecoderKind::Sd => speculative(RuleSpec::Sd)?,
         DecoderKind::Ssd => {
             if !(args.beta.is_finite() && args.beta >= 0.0) {

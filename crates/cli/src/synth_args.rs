@@ -7,7 +7,9 @@ use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use voxspec_data::{Utterance, read_manifest};
 use voxspec_infer::SamplerConfig;
-use voxspec_tts::{EngineKind, Lengths, ModelPaths, NarWindow, StreamConfig};
+use voxspec_tts::{
+    DecoderSpec, EngineKind, Lengths, ModelPaths, NarWindow, RuleSpec, StreamConfig,
+};
 
 /// Where the models of a trained experiment live (`recipes/libritts/train_mtp.sh` layout).
 #[derive(Debug, Clone, Args)]
@@ -203,6 +205,23 @@ pub enum DecoderKind {
     /// Speculative decoding with PCG group acceptance (groups from the AR model's code
     /// embeddings at --theta, or at the θ whose groups have a mean size of 4.5).
     Pcg,
+}
+
+impl DecoderKind {
+    /// The spec of a decoder that needs no draft or rule settings (AR, MTP, MTP + Viterbi,
+    /// self-speculation with `heads − 1` drafted tokens); `None` for the speculative ones.
+    pub fn plain_spec(self, heads: usize, top_k: usize) -> Option<DecoderSpec> {
+        Some(match self {
+            DecoderKind::Ar => DecoderSpec::Ar,
+            DecoderKind::Mtp => DecoderSpec::Mtp { heads },
+            DecoderKind::MtpViterbi => DecoderSpec::MtpViterbi { heads, top_k },
+            DecoderKind::SelfSpec => DecoderSpec::SelfSpec {
+                rule: RuleSpec::Sd,
+                gamma: heads.saturating_sub(1),
+            },
+            DecoderKind::Sd | DecoderKind::Ssd | DecoderKind::Pcg => return None,
+        })
+    }
 }
 
 /// `voxspec synthesize`: text (and optionally a reference voice) to a WAV file, or every line

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, g2p, read_manifest};
+use voxspec_data::{
+    Normalization, TextTokenizer, TokenizerKind, chars_per_token, dictionary_coverage,
+    read_manifest,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum TokenizerCommand {
@@ -127,17 +130,12 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let total: usize = texts
-        .iter()
-        .map(|t| tk.encode(t).map(|ids| ids.len()).unwrap_or(0))
-        .sum();
-    let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
     println!(
         "trained {:?} tokenizer on {} transcripts: {} tokens, {:.2} characters per token; wrote {}",
         a.kind,
         texts.len(),
         tk.vocab_size(),
-        chars as f64 / total.max(1) as f64,
+        chars_per_token(&tk, &texts),
         a.out.display()
     );
     Ok(())
@@ -145,30 +143,16 @@ fn train(a: TrainArgs) -> anyhow::Result<()> {
 
 /// Prints how many words of `texts` CMUdict knows (the rest go through letter-to-sound rules).
 fn report_dictionary_coverage(tk: &TextTokenizer, texts: &[String]) -> anyhow::Result<()> {
-    let (mut words, mut known) = (0usize, 0usize);
-    let mut missing = std::collections::BTreeMap::<String, usize>::new();
-    for t in texts {
-        for token in g2p::tokenize(&tk.normalize(t)?) {
-            if let g2p::Token::Word(w) = token {
-                words += 1;
-                if g2p::lookup(&w)?.is_some() || g2p::lookup(w.trim_matches('\''))?.is_some() {
-                    known += 1;
-                } else {
-                    *missing.entry(w).or_default() += 1;
-                }
-            }
-        }
-    }
-    let mut top: Vec<_> = missing.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let c = dictionary_coverage(tk, texts, 10)?;
     println!(
-        "{known} of {words} words ({:.1} %) in CMUdict; the rest use letter-to-sound rules{}",
-        100.0 * known as f64 / words.max(1) as f64,
-        if top.is_empty() {
+        "{} of {} words ({:.1} %) in CMUdict; the rest use letter-to-sound rules{}",
+        c.known,
+        c.words,
+        100.0 * c.known as f64 / c.words.max(1) as f64,
+        if c.most_frequent_unknown.is_empty() {
             String::new()
         } else {
-            let names: Vec<&str> = top.iter().take(10).map(|(w, _)| w.as_str()).collect();
-            format!(" (most frequent: {})", names.join(", "))
+            format!(" (most frequent: {})", c.most_frequent_unknown.join(", "))
         }
     );
     Ok(())

@@ -8,6 +8,7 @@ use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance};
+use voxspec_eval::ctc_dev::{CtcDevScore, utterance_lines};
 use voxspec_teacher::LayerSelection;
 use voxspec_teacher::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
@@ -87,17 +88,6 @@ pub struct CtcArgs {
 struct RunFile {
     preset: Preset,
     task: CtcTaskConfig,
-}
-
-/// The dev score written to `eval.json`.
-#[derive(Debug, Serialize)]
-struct Eval {
-    split: String,
-    step: usize,
-    utterances: usize,
-    cer: f64,
-    counts: ErrorCounts,
-    train_seconds: f64,
 }
 
 pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
@@ -220,19 +210,9 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         println!("no dev split: no CER computed");
         return Ok(());
     }
-    let counts = score_manifest(&teacher, &dev, 16, None)?;
-    let eval = Eval {
-        split: "dev".into(),
-        step: outcome.step,
-        utterances: dev.len(),
-        cer: counts.rate(),
-        counts,
-        train_seconds: seconds,
-    };
-    voxspec_data::write_atomic(
-        &args.out.join("eval.json"),
-        serde_json::to_string_pretty(&eval)?.as_bytes(),
-    )?;
+    let eval = CtcDevScore::score(&teacher, &dev, outcome.step, seconds, &Bar::new())?;
+    voxspec_eval::write_report(&args.out.join("eval.json"), &eval)?;
+    let counts = &eval.counts;
     println!(
         "dev CER: {:.2}% ({} edits / {} characters, {} utterances)",
         100.0 * eval.cer,
@@ -254,16 +234,7 @@ pub fn score_manifest(
 ) -> anyhow::Result<ErrorCounts> {
     let (total, scored) = teacher.score_utterances(utterances, batch, &Bar::new())?;
     if let Some(lines) = per_utterance {
-        lines.extend(scored.into_iter().map(|s| {
-            serde_json::json!({
-                "id": s.id,
-                "reference": s.reference,
-                "hypothesis": s.hypothesis,
-                "edits": s.counts.edits(),
-                "chars": s.counts.reference_len,
-                "cer": s.counts.rate(),
-            })
-        }));
+        lines.extend(utterance_lines(scored));
     }
     Ok(total)
 }

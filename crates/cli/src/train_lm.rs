@@ -15,10 +15,10 @@ use clap::{Args, ValueEnum};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TrainingPairs};
-use voxspec_draft::{DistillConfig, DraftSpec, DraftTask, check_target, draft_config, target_info};
+use voxspec_draft::{DistillConfig, DraftRun, DraftSettings, DraftSpec, check_target};
 use voxspec_mtp::{
-    AlignConfig, MtpConfig, MtpData, MtpFile, MtpTask, MtpTaskConfig, NarConfig, NarData, NarTask,
-    NarTaskConfig, NarTrackConfig, load_mtp, save_mtp, save_nar,
+    ModelSize, MtpConfig, MtpFile, MtpRunOptions, MtpSettings, NarSettings, choose_alignment,
+    load_mtp, save_mtp, save_nar,
 };
 use voxspec_train::{TrainConfig, TrainTask, Trainer};
 
@@ -34,6 +34,16 @@ pub enum LmPreset {
     Small,
     /// Width 1024, 12 layers: LibriTTS on a GPU (the paper's scale).
     Base,
+}
+
+impl From<LmPreset> for ModelSize {
+    fn from(preset: LmPreset) -> Self {
+        match preset {
+            LmPreset::Tiny => ModelSize::Tiny,
+            LmPreset::Small => ModelSize::Small,
+            LmPreset::Base => ModelSize::Base,
+        }
+    }
 }
 
 /// Data and loop settings shared by the three models.
@@ -97,6 +107,16 @@ pub enum AlignmentMode {
     On,
     /// Plain VALL-E style model (the alignment is left to attention).
     Off,
+}
+
+impl From<AlignmentMode> for voxspec_mtp::AlignmentMode {
+    fn from(mode: AlignmentMode) -> Self {
+        match mode {
+            AlignmentMode::Auto => Self::Auto,
+            AlignmentMode::On => Self::On,
+            AlignmentMode::Off => Self::Off,
+        }
+    }
 }
 
 /// Train the NAR model that fills RVQ layers 2..N of the target frames from the text, the
@@ -210,43 +230,19 @@ pub(crate) fn train<T: TrainTask>(
     Ok((outcome.model.valid(), !outcome.stopped))
 }
 
-fn head_weights(weights: &[f32], heads: usize) -> anyhow::Result<Vec<f32>> {
-    if weights.is_empty() {
-        return Ok(vec![1.0; heads]);
-    }
-    anyhow::ensure!(
-        weights.len() == heads,
-        "--head-weights has {} values for {heads} heads",
-        weights.len()
-    );
-    anyhow::ensure!(
-        weights.iter().all(|w| w.is_finite() && *w >= 0.0),
-        "--head-weights must be finite and non-negative"
-    );
-    Ok(weights.to_vec())
-}
-
+/// The AR model of `preset`'s size.
 pub(crate) fn mtp_config(preset: LmPreset, text_vocab: usize, codebook: usize) -> MtpConfig {
-    match preset {
-        LmPreset::Tiny => MtpConfig::tiny(text_vocab, codebook),
-        LmPreset::Small => MtpConfig::small(text_vocab, codebook),
-        LmPreset::Base => MtpConfig::base(text_vocab, codebook),
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct MtpSettings {
-    model: MtpConfig,
-    task: MtpTaskConfig,
+    MtpConfig::preset(preset.into(), text_vocab, codebook)
 }
 
 pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.heads >= 1, "--heads must be at least 1");
-    anyhow::ensure!(
-        (0.0..1.0).contains(&args.code_noise),
-        "--code-noise {} must lie in [0, 1)",
-        args.code_noise
-    );
+    let options = MtpRunOptions {
+        size: args.preset.into(),
+        heads: args.heads,
+        head_weights: args.head_weights,
+        code_noise: args.code_noise,
+    };
+    options.validate()?;
     let common = &args.common;
     let mut pairs = load_pairs(common)?;
     let aligned = decide_alignment(
@@ -255,36 +251,9 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
         "AR model",
         "aligned (phone track + duration predictor)",
     )?;
-    let mut model = mtp_config(args.preset, pairs.tokenizer.vocab_size(), pairs.codebook)
-        .with_n_heads(args.heads);
-    if aligned {
-        model.alignment = Some(AlignConfig::new().with_lookahead(args.heads.max(4)));
-    }
-    model.transformer.max_seq_len = pairs.seq_capacity(model.transformer.max_seq_len);
-    let settings = run_settings(
-        common,
-        "mtp",
-        MtpSettings {
-            task: MtpTaskConfig {
-                head_weights: head_weights(&args.head_weights, args.heads)?,
-                bucket: bucket(common, true),
-                code_noise: args.code_noise,
-            },
-            model,
-        },
-    )?;
-    let valid_bucket = BucketConfig {
-        shuffle: false,
-        ..settings.task.bucket.clone()
-    };
-    let task = MtpTask {
-        model: settings.model.clone(),
-        task: settings.task.clone(),
-        train: MtpData::new(&pairs.train, &settings.model, settings.task.bucket.clone())
-            .with_code_noise(settings.task.code_noise),
-        valid: (!pairs.dev.is_empty())
-            .then(|| MtpData::new(&pairs.dev, &settings.model, valid_bucket).with_shuffled_text()),
-    };
+    let settings = MtpSettings::new(&options, &pairs, aligned, bucket(common, true))?;
+    let settings = run_settings(common, "mtp", settings)?;
+    let task = settings.task(&pairs);
     let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
     let file = MtpFile {
         model: settings.model,
@@ -304,49 +273,24 @@ fn decide_alignment(
     what: &str,
     aligned_means: &str,
 ) -> anyhow::Result<bool> {
-    let with_durations = pairs.with_durations();
-    let aligned = match mode {
-        AlignmentMode::Off => false,
-        // Most utterances aligned (a real corpus's aligner leaves some out): train aligned on
-        // those.
-        AlignmentMode::Auto => pairs.mostly_aligned(),
-        AlignmentMode::On => {
-            anyhow::ensure!(
-                with_durations == pairs.train.len(),
-                "--alignment on: {} of {} training utterances have no durations (they need a \
-                 phoneme tokenizer and alignments in the manifest: `voxspec prepare` with \
-                 TextGrids)",
-                pairs.train.len() - with_durations,
-                pairs.train.len()
-            );
-            true
-        }
-    };
+    let choice = choose_alignment(mode.into(), pairs)?;
     println!(
-        "{what}: {} ({with_durations} of {} training utterances have durations)",
-        if aligned {
+        "{what}: {} ({} of {} training utterances have durations)",
+        if choice.aligned {
             aligned_means
         } else {
             "plain (alignment left to attention)"
         },
-        pairs.train.len()
+        choice.with_durations,
+        choice.train
     );
-    if aligned && with_durations < pairs.train.len() {
+    if choice.left_out() > 0 {
         println!(
             "leaving out {} training utterances without durations",
-            pairs.train.len() - with_durations
+            choice.left_out()
         );
     }
-    if aligned {
-        pairs.keep_aligned();
-    }
-    Ok(aligned)
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct NarSettings {
-    model: NarConfig,
-    task: NarTaskConfig,
+    Ok(choice.aligned)
 }
 
 pub fn nar(args: NarArgs) -> anyhow::Result<()> {
@@ -358,73 +302,20 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
         "NAR model",
         "aligned (every frame sees its phone)",
     )?;
-    let n_q = args.n_q.unwrap_or(pairs.n_q);
-    anyhow::ensure!(
-        (2..=pairs.n_q).contains(&n_q),
-        "--n-q {n_q}: the token store has {} layers and the NAR stage needs at least 2",
-        pairs.n_q
-    );
-    let vocab = pairs.tokenizer.vocab_size();
-    let mut model = match args.preset {
-        LmPreset::Tiny => NarConfig::tiny(vocab, pairs.codebook, n_q),
-        LmPreset::Small => NarConfig::small(vocab, pairs.codebook, n_q),
-        LmPreset::Base => NarConfig::base(vocab, pairs.codebook, n_q),
-    };
-    if aligned {
-        model.track = Some(NarTrackConfig::new());
-    }
-    model.transformer.max_seq_len = pairs.seq_capacity(model.transformer.max_seq_len);
-    let settings = run_settings(
-        common,
-        "nar",
-        NarSettings {
-            model,
-            task: NarTaskConfig {
-                bucket: bucket(common, true),
-                prompt_fraction: (0.25, 0.5),
-            },
-        },
+    let settings = NarSettings::new(
+        args.preset.into(),
+        args.n_q,
+        &pairs,
+        aligned,
+        bucket(common, true),
     )?;
-    let valid_config = NarTaskConfig {
-        bucket: BucketConfig {
-            shuffle: false,
-            ..settings.task.bucket.clone()
-        },
-        ..settings.task.clone()
-    };
-    let task = NarTask {
-        model: settings.model.clone(),
-        task: settings.task.clone(),
-        train: NarData::new(
-            &pairs.train,
-            settings.model.n_q,
-            settings.model.track_layout(),
-            settings.task.clone(),
-        )?,
-        valid: if pairs.dev.is_empty() {
-            None
-        } else {
-            Some(NarData::new(
-                &pairs.dev,
-                settings.model.n_q,
-                settings.model.track_layout(),
-                valid_config,
-            )?)
-        },
-    };
+    let settings = run_settings(common, "nar", settings)?;
+    let task = settings.task(&pairs)?;
     let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
     save_nar(&common.out, &settings.model, &model)?;
     pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
     println!("model: {}", common.out.join("model.safetensors").display());
     Ok(())
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct DraftSettings {
-    target: PathBuf,
-    spec: DraftSpec,
-    distill: DistillConfig,
-    bucket: BucketConfig,
 }
 
 pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
@@ -441,14 +332,7 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
         pairs.tokenizer.vocab_size(),
         pairs.codebook,
     )?;
-    anyhow::ensure!(
-        args.distill_weight.is_finite() && args.distill_weight >= 0.0,
-        "--distill-weight must be finite and non-negative"
-    );
-    anyhow::ensure!(
-        args.distill_temperature.is_finite() && args.distill_temperature > 0.0,
-        "--distill-temperature must be positive"
-    );
+    let distill = DistillConfig::checked(args.distill_weight, args.distill_temperature)?;
     let spec = DraftSpec::parse(&args.layers)?;
     let layers = spec.resolve(target.transformer.n_layers())?;
     let settings = run_settings(
@@ -457,33 +341,22 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
         DraftSettings {
             target: args.target.clone(),
             spec,
-            distill: DistillConfig {
-                weight: args.distill_weight,
-                temperature: args.distill_temperature,
-            },
+            distill,
             bucket: bucket(common, true),
         },
     )?;
-    let draft_config = draft_config(&target_file.model, &layers);
     let freeze = settings.spec.freeze_patterns()?;
-    let target_info = target_info(&args.target, &target, &layers, &settings.spec);
-    let task = DraftTask {
-        target: target.no_grad(),
-        spec: settings.spec.clone(),
-        distill: settings.distill,
-        train: MtpData::new(&pairs.train, &draft_config, settings.bucket.clone()),
-        valid: (!pairs.dev.is_empty()).then(|| {
-            MtpData::new(
-                &pairs.dev,
-                &draft_config,
-                BucketConfig {
-                    shuffle: false,
-                    ..settings.bucket.clone()
-                },
-            )
-        }),
-        target_info: target_info.clone(),
-    };
+    let DraftRun {
+        task,
+        config: draft_config,
+        target_info,
+    } = settings.run(
+        &args.target,
+        target.no_grad(),
+        &target_file.model,
+        &layers,
+        &pairs,
+    );
     let (model, _) = train(common, task, freeze, std::slice::from_ref(&train_device))?;
     let file = MtpFile {
         model: draft_config,

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use voxspec_train::{LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver};
+use voxspec_train::{
+    LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, loss_text, validation_text,
+};
 
 /// The loop settings of a training run: AdamW with linear warm-up then cosine decay to 5% of the
 /// peak, TensorBoard on. A command whose defaults differ overrides them with
@@ -95,23 +97,6 @@ impl StepBar {
     }
 }
 
-/// `loss X` for a one-phase run; `<phase> loss X, ...` for each phase of a multi-phase run
-/// (whose values are keyed `<phase>/loss`).
-fn loss_text(values: &BTreeMap<String, f64>) -> String {
-    if let Some(loss) = values.get("loss") {
-        return format!("loss {loss:.3}");
-    }
-    let phases: Vec<String> = values
-        .iter()
-        .filter_map(|(k, v)| k.strip_suffix("/loss").map(|p| format!("{p} loss {v:.3}")))
-        .collect();
-    if phases.is_empty() {
-        "loss NaN".to_string()
-    } else {
-        phases.join(", ")
-    }
-}
-
 impl TrainObserver for StepBar {
     fn on_step(&mut self, report: &StepReport) {
         if !self.started {
@@ -140,20 +125,7 @@ impl TrainObserver for StepBar {
     fn on_validation(&mut self, step: usize, values: &BTreeMap<String, f64>) {
         let loss = loss_text(values);
         // CER for the CTC teacher; the other tasks' validation terms otherwise.
-        let (short, detail) = match values.get("cer") {
-            Some(cer) => (
-                format!(" CER {:.1}%", 100.0 * cer),
-                format!(", dev CER {:.2}% (mean over batches)", 100.0 * cer),
-            ),
-            None => (
-                String::new(),
-                values
-                    .iter()
-                    .filter(|(k, _)| k.as_str() != "loss" && !k.ends_with("/loss"))
-                    .map(|(k, v)| format!(", {k} {v:.4}"))
-                    .collect(),
-            ),
-        };
+        let (short, detail) = validation_text(values);
         self.valid = Some(format!(" | dev {loss}{short}"));
         let line = format!("step {step}: dev {loss}{detail}");
         if self.bar.is_hidden() {

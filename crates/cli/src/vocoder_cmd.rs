@@ -5,19 +5,16 @@
 //! A vocoder model directory holds `config.json` (`"kind": "vocoder"`, the `VocosConfig` under
 //! `model`) and `model.safetensors`, loaded strictly.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
-use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
-use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
 use voxspec_codec::vocoder::{
-    VocoderLossConfig, VocoderTask, VocosConfig, WaveSegments, save_vocoder,
+    DiscriminatorSize, VocoderRunSettings, VocoderTask, VocosConfig, VocosPreset, save_vocoder,
 };
-use voxspec_data::{Progress, Utterance};
+use voxspec_data::load_waves;
 use voxspec_train::Trainer;
 
 use crate::common::{load_vocoder, read_audio};
@@ -32,8 +29,8 @@ pub enum VocoderCommand {
     Eval(crate::vocoder_eval::EvalArgs),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// `vocoder train --preset` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Preset {
     /// 16 kHz, n_fft 256, hop 64, 20 mels, width 32, 2 blocks: for tests and smoke runs.
     Tiny,
@@ -46,13 +43,13 @@ enum Preset {
     Base,
 }
 
-impl Preset {
-    fn config(self) -> VocosConfig {
-        match self {
-            Preset::Tiny => VocosConfig::tiny(),
-            Preset::Small => VocosConfig::small(),
-            Preset::Hop160 => VocosConfig::hop160(),
-            Preset::Base => VocosConfig::base(),
+impl From<Preset> for VocosPreset {
+    fn from(preset: Preset) -> Self {
+        match preset {
+            Preset::Tiny => VocosPreset::Tiny,
+            Preset::Small => VocosPreset::Small,
+            Preset::Hop160 => VocosPreset::Hop160,
+            Preset::Base => VocosPreset::Base,
         }
     }
 }
@@ -100,7 +97,7 @@ pub struct TrainArgs {
     /// Width of the discriminators: `small` (a quarter of HiFi-GAN's channels, about a
     /// sixteenth of its work: what two CPU cores train in minutes) or `full` (HiFi-GAN's).
     #[arg(long, value_enum, default_value = "small")]
-    discriminators: DiscriminatorSize,
+    discriminators: DiscriminatorArg,
     /// Start from this trained vocoder (its model settings replace --preset's).
     #[arg(long, value_name = "DIR")]
     init: Option<PathBuf>,
@@ -110,20 +107,18 @@ pub struct TrainArgs {
 
 /// `vocoder train --discriminators` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DiscriminatorSize {
+pub enum DiscriminatorArg {
     /// Period discriminators of base width 8, scale discriminators of 32.
     Small,
     /// HiFi-GAN's widths: 32 and 128.
     Full,
 }
 
-impl DiscriminatorSize {
-    fn config(self) -> DiscriminatorsConfig {
-        match self {
-            DiscriminatorSize::Small => DiscriminatorsConfig::new()
-                .with_period_channels(8)
-                .with_scale_channels(32),
-            DiscriminatorSize::Full => DiscriminatorsConfig::new(),
+impl From<DiscriminatorArg> for DiscriminatorSize {
+    fn from(size: DiscriminatorArg) -> Self {
+        match size {
+            DiscriminatorArg::Small => DiscriminatorSize::Small,
+            DiscriminatorArg::Full => DiscriminatorSize::Full,
         }
     }
 }
@@ -162,33 +157,6 @@ pub fn run(cmd: VocoderCommand) -> anyhow::Result<()> {
     }
 }
 
-/// What `--resume` needs besides the checkpoint: the task settings of the run.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunFile {
-    preset: Preset,
-    model: VocosConfig,
-    loss: VocoderLossConfig,
-    segment_frames: usize,
-    batch_size: usize,
-    data_seed: u64,
-}
-
-/// Audio of a split at `rate`, in memory.
-fn load_waves(utterances: &[Utterance], rate: u32, what: &str) -> anyhow::Result<Vec<Vec<f32>>> {
-    let bar = Bar::with_len(utterances.len() as u64, what);
-    let out = utterances
-        .par_iter()
-        .map(|u| {
-            let w =
-                read_audio(Path::new(&u.path), rate).with_context(|| format!("utterance {}", u.id));
-            bar.inc(1);
-            w
-        })
-        .collect::<anyhow::Result<Vec<_>>>();
-    bar.finish();
-    out
-}
-
 fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
     anyhow::ensure!(
@@ -205,39 +173,28 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     let run = voxspec_train::resume_or_start(&args.out, "vocoder", args.train.resume, || {
         let model = match &args.init {
             Some(dir) => load_vocoder(dir)?.config().clone(),
-            None => args.preset.config(),
+            None => VocosConfig::preset(args.preset.into()),
         };
-        model.validate()?;
-        let segment_frames =
-            ((args.segment * f64::from(model.sample_rate)) as usize / model.hop_length).max(1);
-        anyhow::Ok(RunFile {
-            preset: args.preset,
+        anyhow::Ok(VocoderRunSettings::new(
+            args.preset.into(),
             model,
-            loss: VocoderLossConfig {
-                adversarial: args.adversarial.then(|| args.discriminators.config()),
-                ..VocoderLossConfig::default()
-            },
-            segment_frames,
-            batch_size: args.train.batch,
-            data_seed: args.train.seed,
-        })
+            args.segment,
+            args.adversarial.then_some(args.discriminators.into()),
+            args.train.batch,
+            args.train.seed,
+        )?)
     })?;
-    if run.resumed && run.settings.preset != args.preset {
+    if run.resumed && run.settings.preset != args.preset.into() {
         tracing::warn!(saved = ?run.settings.preset, given = ?args.preset,
             "--preset ignored: resuming with the run's saved model");
     }
     let run = run.settings;
     let config = run.model.clone();
     let rate = config.sample_rate;
-    let train_waves = load_waves(&train, rate, "train audio")?;
-    let segments = WaveSegments::new(
-        &config,
-        &train_waves,
-        run.segment_frames,
-        run.batch_size,
-        run.data_seed,
-    )
-    .with_context(|| format!("cutting {} into segments", args.data.display()))?;
+    let train_waves = load_waves(&train, rate, "train audio", &Bar::new())?;
+    let segments = run
+        .segments(&train_waves)
+        .with_context(|| format!("cutting {} into segments", args.data.display()))?;
     let n_segments = segments.len();
     let mut task = VocoderTask::new(config.clone(), run.loss.clone(), segments);
     if let (Some(dir), false) = (&args.init, args.train.resume) {
@@ -245,14 +202,8 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     }
     let mut dev_segments = 0;
     if !dev.is_empty() {
-        let dev_waves = load_waves(&dev, rate, "dev audio")?;
-        let valid = WaveSegments::new(
-            &config,
-            &dev_waves,
-            run.segment_frames,
-            run.batch_size,
-            run.data_seed,
-        )?;
+        let dev_waves = load_waves(&dev, rate, "dev audio", &Bar::new())?;
+        let valid = run.segments(&dev_waves)?;
         dev_segments = valid.len();
         task = task.with_valid(valid);
     }

@@ -97,59 +97,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         judge: asr_judge.as_ref(),
     };
     let report = evaluate_vocoder(&vocoder, &teacher, &split, &settings, &Bar::new())?;
-    println!(
-        "\n{} utterances, {:.1} s of audio\n",
-        report.utterances, report.audio_seconds
-    );
-    println!(
-        "| audio | MCD (dB) | MCD voiced (dB) | F0 RMSE (cents) | V/UV error (%) | CER, CTC (%) \
-         | ID, CTC (%) | WER, ASR (%) | ID, ASR (%) | RTF |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (name, s) in [
-        ("original", &report.original),
-        ("vocoder resynthesis", &report.vocoder_resynthesis),
-        ("Griffin-Lim resynthesis", &report.griffin_lim_resynthesis),
-    ] {
-        let opt = |v: Option<f64>, digits: usize| {
-            v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
-        };
-        let voiced = s.voiced.as_ref().map_or_else(
-            || "– | – | –".to_string(),
-            |v| {
-                format!(
-                    "{:.2} | {:.0} | {:.1}",
-                    v.mcd_db,
-                    v.f0_rmse_cents,
-                    100.0 * v.vuv_error
-                )
-            },
-        );
-        let asr = s.asr.as_ref().map_or_else(
-            || "– | –".to_string(),
-            |a| {
-                format!(
-                    "{:.1} | {:.1} ± {:.1}",
-                    100.0 * a.wer,
-                    100.0 * a.forced_choice,
-                    100.0 * a.forced_choice_se
-                )
-            },
-        );
-        println!(
-            "| {name} | {} | {voiced} | {:.2} | {:.1} | {asr} | {} |",
-            opt(s.mcd_db, 2),
-            100.0 * s.cer,
-            100.0 * s.forced_choice,
-            opt(s.real_time_factor, 3)
-        );
-    }
-    println!(
-        "\nID: forced-choice sentence identification among all {} transcripts of the split; \
-         chance = {:.1} %. RTF: seconds of computation per second of audio.",
-        report.forced_choice_candidates,
-        100.0 * report.forced_choice_chance
-    );
+    print!("{}", report.markdown());
     write_report(&args.out, &report)?;
     if let Some(dir) = &args.audio_dir {
         println!(

@@ -412,6 +412,80 @@ fn synthesize_and_bench_every_decoder() {
         assert!(err.contains(needle), "{extra:?}: {err}");
     }
 
+    // codec fill: the recordings' RVQ-1 with the NAR's layers 2..N, then a decoder-only run
+    // that renders them.
+    let fill = dir.path().join("fill");
+    let out = ok(&[
+        "codec",
+        "fill",
+        "--exp",
+        s(&exp),
+        "--codec",
+        s(&codec),
+        "--tokens",
+        s(&tokens),
+        "--data",
+        s(&data),
+        "--out",
+        s(&fill),
+    ]);
+    assert!(out.contains("train: ") && out.contains("dev: "), "{out}");
+    let (given, filled) = (
+        voxspec_data::TokenStore::open(&tokens, "train").unwrap(),
+        voxspec_data::TokenStore::open(&fill, "train").unwrap(),
+    );
+    assert_eq!(filled.meta(), given.meta());
+    let mut ids = given.ids();
+    ids.sort();
+    let mut filled_ids = filled.ids();
+    filled_ids.sort();
+    assert_eq!(filled_ids, ids);
+    for id in &ids {
+        let (a, b) = (given.get(id).unwrap(), filled.get(id).unwrap());
+        assert_eq!(a.n_frames, b.n_frames, "{id}");
+        assert_eq!(a.stream(0), b.stream(0), "{id}: RVQ-1 is kept");
+    }
+    let err = fail(&[
+        "codec",
+        "fill",
+        "--exp",
+        s(&exp),
+        "--codec",
+        s(&codec),
+        "--tokens",
+        s(&tokens),
+        "--data",
+        s(&data),
+        "--out",
+        s(&fill),
+    ]);
+    assert!(err.contains("not empty"), "{err}");
+    let tuned = dir.path().join("tuned");
+    ok(&[
+        "codec",
+        "train",
+        "--data",
+        s(&data),
+        "--out",
+        s(&tuned),
+        "--init",
+        s(&codec),
+        "--decoder-only",
+        "--decoder-codes",
+        s(&fill),
+        "--steps",
+        "1",
+        "--batch",
+        "2",
+        "--segment",
+        "0.4",
+        "--valid-every",
+        "0",
+        "--checkpoint-every",
+        "0",
+    ]);
+    assert!(tuned.join("model.safetensors").is_file());
+
     // bench pipeline: short sentences and paragraphs in one run, every stage timed.
     let report_path = dir.path().join("pipeline.json");
     let pipeline = |extra: &[&str]| -> Vec<String> {

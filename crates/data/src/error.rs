@@ -141,6 +141,25 @@ pub enum DataError {
     /// An audio file could not be read.
     #[error(transparent)]
     Audio(#[from] AudioError),
+    /// An utterance's audio file could not be read.
+    #[error("utterance {id}: {} is not readable audio", path.display())]
+    UtteranceAudio {
+        /// The utterance.
+        id: String,
+        /// Its audio file.
+        path: PathBuf,
+        /// Why it could not be read.
+        #[source]
+        source: AudioError,
+    },
+    /// None of the splits asked for has a manifest.
+    #[error("no manifest for the splits {splits:?} in {}", data.display())]
+    NoSplits {
+        /// The splits asked for.
+        splits: Vec<String>,
+        /// The prepared directory.
+        data: PathBuf,
+    },
     /// A dataset index out of range.
     #[error("index {index} out of range for a dataset of {len} items")]
     OutOfRange {

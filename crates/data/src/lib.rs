@@ -15,6 +15,7 @@
 pub mod bucket;
 pub mod codes_file;
 pub mod corpus;
+pub mod coverage;
 pub mod dataset;
 pub mod delay;
 pub mod durations;
@@ -26,6 +27,7 @@ pub mod pairs;
 pub mod phase_shift;
 pub mod phones;
 pub mod sentences;
+pub mod splits;
 pub mod text;
 pub mod textgrid;
 pub mod textgrid_write;
@@ -37,6 +39,7 @@ pub use corpus::{
     AlignmentIssue, Layout, NoProgress, PrepareConfig, PrepareOutcome, PrepareSummary, Progress,
     SkipReason, TranscriptKind, prepare, read_split, read_split_if_present,
 };
+pub use coverage::{DictionaryCoverage, chars_per_token, dictionary_coverage};
 pub use dataset::{
     AudioTextBatch, AudioTextBatcher, AudioTextDataset, AudioTextItem, MissingCodes, TtsBatch,
     TtsBatcher, TtsDataset, TtsItem,
@@ -49,6 +52,7 @@ pub use g2p::g2p;
 pub use manifest::{Utterance, read_manifest, write_manifest};
 pub use pairs::TrainingPairs;
 pub use phones::{PHONES, normalize_phone};
+pub use splits::{SplitManifest, load_waves, read_splits};
 pub use text::{Normalization, TextTokenizer, TokenizerKind};
 pub use textgrid::{Alignment, read_textgrid};
 pub use textgrid_write::{textgrid_text, write_textgrid};

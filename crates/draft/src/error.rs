@@ -19,6 +19,12 @@ pub enum DraftError {
         /// What does not fit, naming the directory.
         detail: String,
     },
+    /// A training option is out of range.
+    #[error("{detail}")]
+    Option {
+        /// The option and what is wrong with its value.
+        detail: String,
+    },
     /// The MTP model code refused the assembled parts.
     #[error(transparent)]
     Model(#[from] voxspec_mtp::MtpError),

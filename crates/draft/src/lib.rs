@@ -6,13 +6,16 @@
 //!   every decoder as a `LanguageModel` and exports like any model.
 //! - [`DraftTask`]: fine-tuning through `voxspec-train` with cross-entropy and an optional KL
 //!   term to the frozen target ([`DistillConfig`]).
+//! - [`DraftSettings`]: a training run's settings, and the task they make ([`DraftRun`]).
 
 pub mod build;
 pub mod error;
+pub mod run;
 pub mod target;
 pub mod train;
 
 pub use build::{DraftSpec, build_draft};
 pub use error::{DraftError, Result};
+pub use run::{DraftRun, DraftSettings};
 pub use target::{check_target, draft_config, target_info};
 pub use train::{DistillConfig, DraftTask};

@@ -4,8 +4,10 @@
 //! - [`split`]: the split under evaluation ([`EvalSplit`]: its utterances and the
 //!   forced-choice candidates), the MCD definition, JSON reports;
 //! - [`codec`]: resynthesis quality of a SpeechTokenizer-style codec ([`evaluate_codec`]);
+//! - [`ctc_dev`]: the CTC teacher's character error rate on a manifest;
 //! - [`socodec`]: a SoCodec, stream by stream ([`evaluate_socodec`]);
 //! - [`vocoder`]: a vocoder against Griffin-Lim ([`evaluate_vocoder`]);
+//! - [`resynthesis_table`]: the markdown summaries of the vocoder and codec evaluations;
 //! - [`intelligibility`]: forced-choice sentence identification of clips by the CTC teacher;
 //! - [`judge`]: the independent recogniser (`tools/asr_judge.py`, a Python subprocess);
 //! - [`bench_audio`], [`bench_codec`]: throughput of the audio front end and of a codec;
@@ -23,12 +25,14 @@ pub mod bench_decode;
 pub mod bench_forward;
 pub mod bench_multistream;
 pub mod codec;
+pub mod ctc_dev;
 pub mod decode_report;
 pub mod error;
 pub mod forward_report;
 pub mod intelligibility;
 pub mod judge;
 pub mod plots;
+pub mod resynthesis_table;
 pub mod socodec;
 pub mod socodec_streams;
 pub mod split;

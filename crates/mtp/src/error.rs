@@ -27,6 +27,87 @@ pub enum MtpError {
         /// What is wrong, with the values involved.
         detail: String,
     },
+    /// A training option is out of range.
+    #[error("{detail}")]
+    Option {
+        /// The option and what is wrong with its value.
+        detail: String,
+    },
+    /// An aligned run was asked for, but some training utterances have no durations.
+    #[error(
+        "--alignment on: {missing} of {total} training utterances have no durations (they need a \
+         phoneme tokenizer and alignments in the manifest: `voxspec prepare` with TextGrids)"
+    )]
+    Unaligned {
+        /// Training utterances without durations.
+        missing: usize,
+        /// Training utterances.
+        total: usize,
+    },
+    /// The head weights are not one per head.
+    #[error("--head-weights has {given} values for {heads} heads")]
+    HeadWeightCount {
+        /// Weights given.
+        given: usize,
+        /// Heads of the model.
+        heads: usize,
+    },
+    /// A head weight is negative or not finite.
+    #[error("--head-weights must be finite and non-negative")]
+    HeadWeightValue,
+    /// The NAR model cannot model this many RVQ layers of the token store.
+    #[error("--n-q {n_q}: the token store has {layers} layers and the NAR stage needs at least 2")]
+    NarLayers {
+        /// Layers asked for.
+        n_q: usize,
+        /// Layers in the token store.
+        layers: usize,
+    },
+    /// A file or directory could not be read, written, listed or copied.
+    #[error("{action}")]
+    Io {
+        /// What was being done, naming the path(s).
+        action: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A safetensors file could not be read, converted or written.
+    #[error("{action}")]
+    Safetensors {
+        /// What was being done, naming the file.
+        action: String,
+        /// The safetensors error.
+        #[source]
+        source: safetensors::SafeTensorError,
+    },
+    /// A model directory's `config.json` is not JSON.
+    #[error("parsing {}", path.display())]
+    ConfigJson {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A model directory cannot be exported.
+    #[error("{detail}")]
+    Export {
+        /// What is wrong, naming the directory.
+        detail: String,
+    },
+    /// A file to ship with an export (transitions, groups) does not load.
+    #[error("checking {}", path.display())]
+    Extra {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why it does not load.
+        #[source]
+        source: voxspec_infer::InferError,
+    },
+    /// Writing a file failed.
+    #[error(transparent)]
+    Data(#[from] voxspec_data::DataError),
     /// The transformer core failed.
     #[error(transparent)]
     Nn(#[from] NnError),

@@ -12,26 +12,37 @@
 //! - [`MtpTask`]: the model as a `voxspec-train` task with the paper's sum-over-heads loss.
 //! - [`NarConfig`] → [`NarModel`], [`NarTask`]: VALL-E's NAR stage filling RVQ layers
 //!   `1..n_q` from the text, the prompt and the layers below.
+//! - [`export`]: a trained model as a self-contained card (weights, config, tokenizer,
+//!   README).
+//! - [`run`]: training runs of both on loaded pairs — model sizes, the alignment decision, the
+//!   run settings and the tasks built from them.
 
 pub mod checkpoint;
 pub mod duration;
 pub mod error;
+pub mod export;
 pub mod forward_cost;
 pub mod lm;
 pub mod model;
 pub mod nar;
 pub mod nar_train;
+pub mod run;
 pub mod track;
 pub mod train;
 
 pub use checkpoint::{MtpFile, NarFile, load_mtp, load_nar, save_mtp, save_nar};
 pub use duration::DurationPredictor;
 pub use error::{MtpError, Result};
+pub use export::{ExportDtype, ExportExtras, ExportSource, Exported};
 pub use forward_cost::{PrefillTimed, decode_ms_per_token, forward_costs, greedy_ms_per_token};
 pub use lm::{MtpCache, TtsPrompt};
 pub use model::{MtpConfig, MtpHead, MtpModel};
 pub use nar::{NarConfig, NarInput, NarItem, NarModel, NarTrackConfig};
 pub use nar_train::{NarBatch, NarBatchItem, NarData, NarTask, NarTaskConfig};
+pub use run::{
+    AlignmentChoice, AlignmentMode, ModelSize, MtpRunOptions, MtpSettings, NarSettings,
+    choose_alignment, head_weights,
+};
 pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout, summed_slots};
 pub use train::{
     BatchItem, DurationBatch, HostBatch, HostDurations, MtpBatch, MtpData, MtpTask, MtpTaskConfig,

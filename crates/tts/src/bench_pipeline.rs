@@ -144,13 +144,7 @@ impl Pipeline {
         let mut samples = 0usize;
         for piece in &plan {
             let start = Instant::now();
-            let generation = decoder
-                .generate(&self.lm, std::slice::from_ref(&piece.request), sampler)?
-                .pop()
-                .ok_or_else(|| TtsError::Decoder {
-                    spec: decoder.name(),
-                    reason: "the decoder returned no sequence".into(),
-                })?;
+            let generation = self.generate_one(decoder, &piece.request, sampler)?;
             t.ar += start.elapsed().as_secs_f64();
             let first = &generation.tokens;
             if !first.is_empty() {
@@ -196,13 +190,7 @@ impl Pipeline {
         let piece = plan
             .first()
             .ok_or_else(|| TtsError::Text("the text has nothing to speak".into()))?;
-        let generation = decoder
-            .generate(&self.lm, std::slice::from_ref(&piece.request), sampler)?
-            .pop()
-            .ok_or_else(|| TtsError::Decoder {
-                spec: decoder.name(),
-                reason: "the decoder returned no sequence".into(),
-            })?;
+        let generation = self.generate_one(decoder, &piece.request, sampler)?;
         let mut audio = self.stream(
             &piece.ids,
             None,

@@ -76,6 +76,7 @@ mod engine;
 mod error;
 mod longform;
 mod multistream;
+mod nar_fill;
 mod pipeline;
 mod stream;
 mod untrained;
@@ -105,6 +106,7 @@ pub use multistream::{
     FrameDecodeFn, MultiStreamDecoder, MultiStreamDraft, MultiStreamPaths, MultiStreamPipeline,
     MultiStreamSpeech, is_multistream_dir, load_multistream_draft,
 };
+pub use nar_fill::FillReport;
 pub use pipeline::{Lengths, ModelPaths, Pipeline, SpeechItem, Synthesis, VoicePrompt};
 pub use stream::{NarWindow, SpeechStream, StreamConfig, Streamed};
 pub use untrained::{write_untrained_experiment, write_untrained_multistream};

@@ -412,6 +412,25 @@ impl Pipeline {
         self.synthesize(decoder, &request, &ids, None, sampler)
     }
 
+    /// The AR stage alone: `request` through `decoder`, its one generation.
+    ///
+    /// # Errors
+    /// The decoder's; [`TtsError::Decoder`] when it returns no sequence.
+    pub(crate) fn generate_one(
+        &self,
+        decoder: &mut dyn Decoder<ArEngine>,
+        request: &Request<TtsPrompt>,
+        sampler: &SamplerConfig,
+    ) -> Result<Generation> {
+        decoder
+            .generate(&self.lm, std::slice::from_ref(request), sampler)?
+            .pop()
+            .ok_or_else(|| TtsError::Decoder {
+                spec: decoder.name(),
+                reason: "the decoder returned no sequence".into(),
+            })
+    }
+
     /// Runs one request through `decoder`, then the NAR and the codec decoder. `text` is the
     /// text of the request without the prompt's transcript (the NAR prepends it).
     ///

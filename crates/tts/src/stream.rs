@@ -152,13 +152,7 @@ impl Pipeline {
         sink: &mut dyn FnMut(&[f32]) -> Result<()>,
     ) -> Result<Streamed> {
         let start = Instant::now();
-        let generation = decoder
-            .generate(&self.lm, std::slice::from_ref(&item.request), sampler)?
-            .pop()
-            .ok_or_else(|| TtsError::Decoder {
-                spec: decoder.name(),
-                reason: "the decoder returned no sequence".into(),
-            })?;
+        let generation = self.generate_one(decoder, &item.request, sampler)?;
         let ar_seconds = start.elapsed().as_secs_f64();
         let rest = Instant::now();
         let mut stream = self.stream(

@@ -7,10 +7,12 @@
 //! | `griffin_lim` | [`griffin_lim`], [`griffin_lim_from_log_mel`] (host-side, on `voxspec_audio::Stft`) |
 //! | `model` | [`VocosConfig`] (presets `tiny`, `small`, `hop160`, `base`), [`Vocos`] |
 //! | `synth` | [`Vocoder`] (a loaded model: samples → log-mel → samples), [`vocoder_log_mel`], [`Vocos::synthesize`], [`griffin_lim_resynthesize`] |
+//! | `run` | [`VocoderRunSettings`] (a training run's settings), presets [`VocosPreset`], [`DiscriminatorSize`] |
 //! | `train` | [`VocoderTask`]: multi-resolution STFT + mel L1 (+ MPD/MSD adversaries, [`VocoderGan`]) training through `voxspec-train` |
 
 pub mod griffin_lim;
 pub mod model;
+pub mod run;
 pub mod stft;
 pub mod synth;
 pub mod train;
@@ -20,6 +22,7 @@ pub use griffin_lim::{
     spectral_convergence,
 };
 pub use model::{ConvNextBlock, Vocos, VocosConfig};
+pub use run::{DiscriminatorSize, VocoderRunSettings, VocosPreset};
 pub use stft::TensorStft;
 pub use synth::{Vocoder, griffin_lim_resynthesize, vocoder_log_mel};
 pub use train::{

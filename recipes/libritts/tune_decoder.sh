@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Fit the codec decoder to the codes synthesis gives it, after the main job (train_mtp.sh).
+#
+#   stage 0  fill    the recordings' RVQ-1 codes of <exp>/tokens with layers 2..N filled in by
+#                    <exp>/nar (`voxspec codec fill`, train and dev) → <exp>/fill
+#   stage 1  tune    the codec's decoder alone, trained to turn those codes into the recordings
+#                    (`voxspec codec train --decoder-only --decoder-codes`; the encoder and the
+#                    codebooks stay as they are, so every language model on its codes stays
+#                    valid) → <exp>/codec-tuned; use it with `synthesize --codec`, or copy it
+#                    over the experiment's codec
+#
+# No NAR reproduces the codec's upper RVQ layers (a few percent of its codes match), so a
+# decoder that has only seen its encoder's codes renders generated speech worse than it could.
+# Each finished stage leaves <exp>/.done/<stage>.done and is skipped on a rerun.
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."   # repository root
+. recipes/common.sh
+
+stage=0
+stop_stage=100
+exp=exp/kathleen
+steps=1500
+threads=""
+force_stages=()
+
+usage() {
+  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  cat <<USAGE
+
+Usage: $0 [options]
+  --exp DIR          the main job's experiment (default exp/kathleen): data/, tokens/, nar/,
+                     codec (a link to the codec its codes came from)
+  --steps N          decoder training steps (default 1500: about 35 minutes on 2 cores)
+  --threads N        worker threads
+  --stage N          first stage to run (default 0)
+  --stop-stage N     last stage to run
+  --force-stage NAME rerun a finished stage (fill, tune)
+USAGE
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --exp) exp="$2"; shift 2 ;;
+    --steps) steps="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --stage) stage="$2"; shift 2 ;;
+    --stop-stage) stop_stage="$2"; shift 2 ;;
+    --force-stage) force_stages+=("$2"); shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown option: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+for need in data tokens nar codec; do
+  [ -e "$exp/$need" ] || { echo "$exp/$need is missing: run recipes/libritts/train_mtp.sh --exp $exp first" >&2; exit 1; }
+done
+global=(); [ -n "$threads" ] && global+=(--threads "$threads")
+build_voxspec
+init_stages "$exp"
+codec=$(readlink -f "$exp/codec")
+
+if run_stage 0 fill; then
+  log "Stage 0 (fill): RVQ-1 of $exp/tokens with layers 2..N from $exp/nar → $exp/fill"
+  rm -rf "$exp/fill"
+  vx codec fill --exp "$exp" --codec "$codec" --tokens "$exp/tokens" --data "$exp/data" \
+    --splits train,dev --out "$exp/fill"
+  finish_stage fill
+fi
+
+if run_stage 1 tune; then
+  log "Stage 1 (tune): the decoder of $codec, $steps steps on $exp/fill → $exp/codec-tuned"
+  if [ -n "$(resume_flag "$exp/codec-tuned")" ]; then
+    # An interrupted run: its settings (start, codes, decoder only) are in its run.json.
+    vx codec train --data "$exp/data" --out "$exp/codec-tuned" --resume --steps "$steps"
+  else
+    vx codec train --data "$exp/data" --out "$exp/codec-tuned" --init "$codec" --decoder-only \
+      --decoder-codes "$exp/fill" --steps "$steps" --segment 1.0 --batch 4 \
+      --valid-every 250 --checkpoint-every 250
+  fi
+  finish_stage tune
+fi
+log "Decoder: $exp/codec-tuned (voxspec synthesize --exp $exp --codec $exp/codec-tuned ...)"
