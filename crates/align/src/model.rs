@@ -19,8 +19,8 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{Dropout, DropoutConfig, Linear, LinearConfig, PaddingConfig1d};
-use burn::tensor::activation::gelu;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
+use voxspec_nn::activation::gelu;
 use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
 
 use crate::error::AlignError;

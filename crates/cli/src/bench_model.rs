@@ -68,6 +68,38 @@ pub struct TrainBenchArgs {
     /// FILE`, same flags): the report then carries the ratio to it.
     #[arg(long, value_name = "FILE")]
     peer: Option<PathBuf>,
+    /// Float type of every tensor: f32, or f16 / bf16 where the device has them (weights,
+    /// activations, gradients and optimizer state all in that type; no f32 master copy).
+    #[arg(long, value_enum, default_value = "f32")]
+    float: FloatArg,
+    /// Also profile the step: each phase (data, forward, backward, optimizer; the device
+    /// synchronised between them) and each operation family (linear layers, attention,
+    /// LayerNorm, GELU, residual adds, loss, embedding) timed alone at the step's shapes. The
+    /// peer's `--profile` report is printed beside it.
+    #[arg(long)]
+    profile: bool,
+    /// Repetitions of each family in `--profile` (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    profile_repeat: usize,
+}
+
+/// `bench train --float`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FloatArg {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl TrainBenchArgs {
+    /// The float type `--float` asks the device for (`None` for the default f32).
+    pub fn float_dtype(&self) -> Option<burn::tensor::FloatDType> {
+        match self.float {
+            FloatArg::F32 => None,
+            FloatArg::F16 => Some(burn::tensor::FloatDType::F16),
+            FloatArg::Bf16 => Some(burn::tensor::FloatDType::BF16),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -146,7 +178,17 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         args.batch,
         args.seq_len
     );
-    let measured = bench.measure(&device, dir.path())?;
+    let measured = bench.measure_with(&device, dir.path(), args.profile)?;
+    let ops = if args.profile {
+        eprintln!("timing each operation family at the step's shapes");
+        Some(voxspec_train::profile_ops(
+            &bench,
+            &device,
+            args.profile_repeat,
+        )?)
+    } else {
+        None
+    };
     let tps = measured.tokens_per_second;
     let config = serde_json::json!({
         "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
@@ -158,8 +200,20 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         .as_deref()
         .map(|p| read_throughput_peer(p, &config))
         .transpose()?;
-    let report = ThroughputReport::new(&measured, config, peer);
+    let float = format!("{:?}", args.float).to_lowercase();
+    if let Some(p) = &peer {
+        let theirs = p.dtype.as_deref().unwrap_or("f32");
+        anyhow::ensure!(
+            theirs == float,
+            "the peer report computed in {theirs}, this run in {float}: run              tools/bench_train_peer.py with --dtype {float}"
+        );
+    }
+    let mut report = ThroughputReport::new(&measured, config, peer, ops);
+    report.float = float;
+    report.device = crate::device::describe();
+    report.host = voxspec_tts::cpu_model();
     write_report(&args.out, &report)?;
+    print!("{}", report.profile_text());
     match (&report.peer, report.ratio_to_peer) {
         (Some(p), Some(ratio)) => println!(
             "training throughput: {tps:.0} tokens/s ({ratio:.2}x {}'s {:.0} tokens/s measured alongside)",

@@ -17,7 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
 
-use burn::tensor::Device;
+use burn::tensor::{Device, FloatDType};
 
 /// One entry of `--device`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,11 +90,19 @@ impl DeviceSpec {
     ///
     /// # Errors
     /// When no wgpu adapter answers to the spec or it does not start.
-    pub fn device(self) -> anyhow::Result<Device> {
+    pub fn device(self, float: Option<FloatDType>) -> anyhow::Result<Device> {
+        let configure = |mut device: Device| -> anyhow::Result<Device> {
+            if let Some(float) = float {
+                device
+                    .configure(float)
+                    .map_err(|e| anyhow::anyhow!("{self}: cannot compute in {float:?}: {e:?}"))?;
+            }
+            Ok(device)
+        };
         match self {
-            Self::Cpu => Ok(Device::flex()),
-            Self::Cuda(index) => Ok(cuda(index)),
-            Self::Wgpu(index) => wgpu(index),
+            Self::Cpu => configure(Device::flex()),
+            Self::Cuda(index) => configure(cuda(index)),
+            Self::Wgpu(index) => wgpu(index, configure),
         }
     }
 }
@@ -119,10 +127,12 @@ struct Selected {
 static SELECTED: OnceLock<Vec<Selected>> = OnceLock::new();
 
 /// Records `--device` (once, from `main`) and starts each device; an empty list means the CPU.
+/// `float` sets the devices' float type before anything is computed on them (`None`: f32).
 ///
 /// # Errors
-/// When a device does not start (no driver, no such adapter), or on a second call.
-pub fn select(specs: Vec<DeviceSpec>) -> anyhow::Result<()> {
+/// When a device does not start (no driver, no such adapter) or lacks the float type, or on a
+/// second call.
+pub fn select(specs: Vec<DeviceSpec>, float: Option<FloatDType>) -> anyhow::Result<()> {
     let specs = if specs.is_empty() {
         vec![DeviceSpec::Cpu]
     } else {
@@ -133,7 +143,7 @@ pub fn select(specs: Vec<DeviceSpec>) -> anyhow::Result<()> {
         // A repeated entry is the same device, started once.
         let device = match selected.iter().find(|s| s.spec == spec) {
             Some(s) => s.device.clone(),
-            None => spec.device()?,
+            None => spec.device(float)?,
         };
         selected.push(Selected { spec, device });
     }
@@ -226,7 +236,10 @@ pub fn wgpu_adapters() -> Vec<Device> {
 /// Starts a wgpu device: opens the adapter and runs one small kernel, so that a driver that is
 /// missing or fails is reported here, as an error, rather than as a panic inside Burn.
 #[cfg(feature = "gpu")]
-fn wgpu(index: usize) -> anyhow::Result<Device> {
+fn wgpu(
+    index: usize,
+    configure: impl FnOnce(Device) -> anyhow::Result<Device>,
+) -> anyhow::Result<Device> {
     use burn::tensor::Tensor;
     let spec = DeviceSpec::Wgpu(index);
     let adapters = wgpu_adapters();
@@ -243,6 +256,7 @@ fn wgpu(index: usize) -> anyhow::Result<Device> {
             adapters.len()
         )
     })?;
+    let device = configure(device)?;
     let started = quietly(|| {
         let name = device.identity().map(|identity| identity.name);
         let sum = Tensor::<1>::ones([4], &device)
@@ -279,7 +293,10 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 #[cfg(not(feature = "gpu"))]
-fn wgpu(index: usize) -> anyhow::Result<Device> {
+fn wgpu(
+    index: usize,
+    _configure: impl FnOnce(Device) -> anyhow::Result<Device>,
+) -> anyhow::Result<Device> {
     // `DeviceSpec::from_str` refuses wgpu in this build, so no spec reaches here.
     anyhow::bail!(
         "{}: this voxspec binary was built without the `gpu` feature",

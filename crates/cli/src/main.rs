@@ -138,7 +138,12 @@ fn init_logging(verbose: u8) {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    device::select(cli.device)?;
+    // `bench train --float` sets the float type before the device computes anything.
+    let float = match &cli.command {
+        Command::Bench(bench::BenchCommand::Train(args)) => args.float_dtype(),
+        _ => None,
+    };
+    device::select(cli.device, float)?;
     if let Some(n) = cli.threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
         rayon::ThreadPoolBuilder::new()

@@ -44,6 +44,11 @@ pub struct LoopArgs {
     /// Continue from the newest checkpoint in --out.
     #[arg(long)]
     pub resume: bool,
+    /// Time each step's phases (data, forward, backward, optimizer) into metrics.jsonl as
+    /// time_data, time_forward, time_backward, time_optimizer (seconds); the device is
+    /// synchronised between phases, which costs a little speed.
+    #[arg(long)]
+    pub time_phases: bool,
 }
 
 impl LoopArgs {
@@ -66,6 +71,7 @@ impl LoopArgs {
             valid_every: self.valid_every,
             checkpoint_every: self.checkpoint_every,
             tensorboard: true,
+            time_phases: self.time_phases,
             ..TrainConfig::default()
         }
     }

@@ -340,6 +340,54 @@ fn model_benchmarks_write_their_reports() {
     let o = voxspec(&args);
     assert!(!o.status.success());
     assert!(text(&o).contains("seq_len = 32"), "{}", text(&o));
+
+    // --profile: phases and families in the report and the table, the peer's profile beside.
+    let json = serde_json::json!({
+        "framework": "pytorch 2.9", "config": config, "tokens_per_second": 100.0,
+        "dtype": "f32",
+        "profile": {"phases": {"data": 0.001, "forward": 0.01, "backward": 0.02,
+                               "optimizer": 0.003},
+                    "families": [{"family": "matmul (linear layers)", "seconds": 0.012}]},
+    });
+    std::fs::write(&peer, json.to_string()).expect("peer");
+    let mut profiled = args.clone();
+    profiled.extend(["--profile", "--profile-repeat", "2"]);
+    let o = voxspec(&profiled);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
+    for phase in ["data", "forward", "backward", "optimizer"] {
+        let secs = report["phases"][phase].as_f64().expect(phase);
+        assert!(secs > 0.0, "{phase}: {report}");
+    }
+    let families = report["ops"]["families"].as_array().expect("families");
+    assert_eq!(families.len(), 11, "{report}");
+    assert!(report["unattributed_seconds"].is_number(), "{report}");
+    assert_eq!(report["float"], "f32");
+    assert_eq!(report["device"], "cpu");
+    for shown in [
+        "LayerNorm",
+        "linear: LM head (32 → 64)",
+        "peer matmul (linear layers)",
+    ] {
+        assert!(text(&o).contains(shown), "{shown}: {}", text(&o));
+    }
+    // A peer that computed in another type is refused; the run itself can compute in bf16.
+    let mut bf16 = args.clone();
+    bf16.extend(["--float", "bf16"]);
+    let o = voxspec(&bf16);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--dtype bf16"), "{}", text(&o));
+    let bf16: Vec<&str> = bf16
+        .into_iter()
+        .filter(|a| *a != "--peer" && *a != path(&peer))
+        .collect();
+    let o = voxspec(&bf16);
+    assert!(o.status.success(), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
+    assert_eq!(report["float"], "bf16");
+    assert!(report["tokens_per_second"].as_f64().expect("tps") > 0.0);
 }
 
 #[test]

@@ -19,8 +19,8 @@
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
-use burn::tensor::activation::silu;
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use voxspec_nn::activation::silu;
 use voxspec_nn::{Transformer, TransformerConfig};
 
 use crate::duration::DurationPredictor;

@@ -17,8 +17,8 @@
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::activation::silu;
 use burn::tensor::{Device, Tensor};
+use voxspec_nn::activation::silu;
 
 /// The extra heads of a multi-stream LM.
 #[derive(Config, Debug, PartialEq)]

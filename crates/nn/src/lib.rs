@@ -32,6 +32,7 @@
 //! # }
 //! ```
 
+pub mod activation;
 pub mod attention;
 pub mod error;
 pub mod kv_cache;

@@ -1,10 +1,10 @@
 //! Position-wise feed-forward block: GELU (Hendrycks & Gimpel 2016; GPT-2) or SwiGLU
 //! (Shazeer 2020, "GLU Variants Improve Transformer", §2, eq. 6), chosen by [`MlpKind`].
 
+use crate::activation::{gelu, silu};
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::activation::{gelu, silu};
 use burn::tensor::{Device, Tensor};
 
 /// Which feed-forward block a transformer layer uses.

@@ -137,6 +137,11 @@ pub struct TrainConfig {
     pub max_consecutive_nonfinite: usize,
     /// Also write TensorBoard event files next to `metrics.jsonl`.
     pub tensorboard: bool,
+    /// Time each step's phases (data, forward, backward, optimizer) and report them as
+    /// `time_data`, `time_forward`, `time_backward`, `time_optimizer` (seconds). The device is
+    /// synchronised at each phase boundary, so on a GPU the times are the work's, not the
+    /// launches'; that costs a little throughput, so it is off unless asked for.
+    pub time_phases: bool,
 }
 
 impl Default for TrainConfig {
@@ -155,6 +160,7 @@ impl Default for TrainConfig {
             keep_checkpoints: 3,
             max_consecutive_nonfinite: 10,
             tensorboard: true,
+            time_phases: false,
         }
     }
 }

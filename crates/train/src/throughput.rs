@@ -52,6 +52,21 @@ pub struct Throughput {
     pub median_step_seconds: f64,
     /// `tokens_per_step / median_step_seconds`.
     pub tokens_per_second: f64,
+    /// Median seconds of each phase of a timed step, when phases were timed.
+    pub phases: Option<PhaseTimes>,
+}
+
+/// Median seconds of each phase of a step ([`crate::TrainConfig::time_phases`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseTimes {
+    /// Building the batch on the device.
+    pub data: f64,
+    /// The loss, read back.
+    pub forward: f64,
+    /// Backward pass and gradient collection.
+    pub backward: f64,
+    /// Gradient norm, clipping and the AdamW update.
+    pub optimizer: f64,
 }
 
 /// A GPT-2-style causal LM: embedding, the shared transformer core, a linear head.
@@ -138,6 +153,8 @@ struct StepTimer {
     warmup: usize,
     last: Instant,
     timed: Vec<Duration>,
+    /// Per timed step: data, forward, backward, optimizer seconds.
+    phases: Vec<[f64; 4]>,
 }
 
 impl TrainObserver for StepTimer {
@@ -145,9 +162,23 @@ impl TrainObserver for StepTimer {
         let now = Instant::now();
         if report.step > self.warmup {
             self.timed.push(now - self.last);
+            let phase = |key: &str| report.values.get(key).copied();
+            if let (Some(a), Some(b), Some(c), Some(d)) = (
+                phase("time_data"),
+                phase("time_forward"),
+                phase("time_backward"),
+                phase("time_optimizer"),
+            ) {
+                self.phases.push([a, b, c, d]);
+            }
         }
         self.last = now;
     }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 impl ThroughputConfig {
@@ -194,6 +225,20 @@ impl ThroughputConfig {
     /// [`TrainError::Config`] for zero steps or a sequence shorter than 2 tokens; the loop's
     /// errors.
     pub fn measure(&self, device: &Device, run_dir: &Path) -> Result<Throughput> {
+        self.measure_with(device, run_dir, false)
+    }
+
+    /// [`ThroughputConfig::measure`], with each step's phases timed when `time_phases` (the
+    /// device is then synchronised between phases, which costs a little throughput).
+    ///
+    /// # Errors
+    /// As [`ThroughputConfig::measure`].
+    pub fn measure_with(
+        &self,
+        device: &Device,
+        run_dir: &Path,
+        time_phases: bool,
+    ) -> Result<Throughput> {
         if self.steps == 0 {
             return Err(TrainError::Config {
                 field: "steps",
@@ -218,24 +263,34 @@ impl ThroughputConfig {
             log_every: 1_000_000,
             checkpoint_every: 0,
             tensorboard: false,
+            time_phases,
             ..TrainConfig::default()
         };
         let mut timer = StepTimer {
             warmup: self.warmup,
             last: Instant::now(),
             timed: Vec::new(),
+            phases: Vec::new(),
         };
         Trainer::new(config, task, run_dir, device).run(&mut timer)?;
-        let mut steps: Vec<f64> = timer.timed.iter().map(Duration::as_secs_f64).collect();
-        steps.sort_by(f64::total_cmp);
-        let median = steps.get(steps.len() / 2).copied().unwrap_or(f64::NAN);
+        let steps: Vec<f64> = timer.timed.iter().map(Duration::as_secs_f64).collect();
+        let timed_steps = steps.len();
+        let step = median(steps);
+        let phase = |i: usize| median(timer.phases.iter().map(|p| p[i]).collect());
+        let phases = (!timer.phases.is_empty()).then(|| PhaseTimes {
+            data: phase(0),
+            forward: phase(1),
+            backward: phase(2),
+            optimizer: phase(3),
+        });
         let tokens = self.batch * self.seq_len;
         Ok(Throughput {
             parameters,
             tokens_per_step: tokens,
-            timed_steps: steps.len(),
-            median_step_seconds: median,
-            tokens_per_second: tokens as f64 / median,
+            timed_steps,
+            median_step_seconds: step,
+            tokens_per_second: tokens as f64 / step,
+            phases,
         })
     }
 }
@@ -265,6 +320,31 @@ mod tests {
         assert_eq!(t.tokens_per_step, 16);
         assert!(t.tokens_per_second > 0.0 && t.tokens_per_second.is_finite());
         assert_eq!(t.parameters, tiny().parameters(&Device::flex()).unwrap());
+        assert_eq!(t.phases, None);
+    }
+
+    #[test]
+    fn timed_phases_fit_inside_the_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = tiny()
+            .measure_with(&Device::flex(), dir.path(), true)
+            .unwrap();
+        let p = t.phases.expect("phases were timed");
+        for (name, secs) in [
+            ("data", p.data),
+            ("forward", p.forward),
+            ("backward", p.backward),
+            ("optimizer", p.optimizer),
+        ] {
+            assert!(secs > 0.0 && secs.is_finite(), "{name}: {secs}");
+        }
+        // Medians of parts need not sum below the median step, but not far above it.
+        let parts = p.data + p.forward + p.backward + p.optimizer;
+        assert!(
+            parts < 2.0 * t.median_step_seconds,
+            "{parts} vs {}",
+            t.median_step_seconds
+        );
     }
 
     #[test]

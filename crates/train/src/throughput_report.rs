@@ -6,7 +6,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
-use crate::throughput::Throughput;
+use crate::op_profile::OpProfile;
+use crate::throughput::{PhaseTimes, Throughput};
 
 /// What the peer script writes: its framework, its config and its throughput.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -17,6 +18,12 @@ pub struct ThroughputPeer {
     pub config: serde_json::Value,
     /// Its training throughput.
     pub tokens_per_second: f64,
+    /// Its compute type (`f32`, or autocast to `bf16`/`f16`); older reports: f32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    /// Its profile (`--profile`): phase medians and per-family times from its own profiler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<serde_json::Value>,
 }
 
 /// The JSON report of the training-throughput benchmark.
@@ -42,6 +49,19 @@ pub struct ThroughputReport {
     pub ratio_to_peer: Option<f64>,
     /// CPU cores of the machine.
     pub cores: usize,
+    /// The host's CPU model.
+    pub host: String,
+    /// The device measured (`cpu`, `wgpu:0`, ...).
+    pub device: String,
+    /// Float type of the tensors (`f32`, `f16`, `bf16`).
+    pub float: String,
+    /// Median seconds of each phase of a step (`--profile`).
+    pub phases: Option<PhaseTimes>,
+    /// Per-family forward and backward times (`--profile`).
+    pub ops: Option<OpProfile>,
+    /// Forward and backward time of a step that no family accounts for (layout copies,
+    /// slicing, autograd bookkeeping), seconds (`--profile`).
+    pub unattributed_seconds: Option<f64>,
 }
 
 impl ThroughputReport {
@@ -50,8 +70,13 @@ impl ThroughputReport {
         measured: &Throughput,
         config: serde_json::Value,
         peer: Option<ThroughputPeer>,
+        ops: Option<OpProfile>,
     ) -> Self {
         let tps = measured.tokens_per_second;
+        let unattributed_seconds = match (&measured.phases, &ops) {
+            (Some(p), Some(ops)) => Some(p.forward + p.backward - ops.total_seconds()),
+            _ => None,
+        };
         Self {
             benchmark: "train",
             config,
@@ -63,6 +88,12 @@ impl ThroughputReport {
             ratio_to_peer: peer.as_ref().map(|p| tps / p.tokens_per_second),
             peer,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            host: String::new(),
+            device: String::new(),
+            float: "f32".into(),
+            phases: measured.phases.clone(),
+            ops,
+            unattributed_seconds,
         }
     }
 }
@@ -97,4 +128,78 @@ pub fn read_throughput_peer(path: &Path, config: &serde_json::Value) -> Result<T
         return Err(peer_error("tokens_per_second must be positive".into()));
     }
     Ok(peer)
+}
+
+impl ThroughputReport {
+    /// The profile as a table (`bench train --profile`): the step's phases, then each
+    /// operation family's forward and backward milliseconds and share of forward + backward,
+    /// then the peer's phases and families when its report has them. Empty without a profile.
+    pub fn profile_text(&self) -> String {
+        use std::fmt::Write;
+        let (Some(p), Some(ops)) = (&self.phases, &self.ops) else {
+            return String::new();
+        };
+        let ms = |s: f64| s * 1e3;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "step {:.1} ms (median): data {:.1}, forward {:.1}, backward {:.1}, optimizer {:.1}",
+            ms(self.median_step_seconds),
+            ms(p.data),
+            ms(p.forward),
+            ms(p.backward),
+            ms(p.optimizer)
+        );
+        let both = p.forward + p.backward;
+        let _ = writeln!(
+            out,
+            "{:<46} {:>5} {:>9} {:>9} {:>7}",
+            "forward + backward by family", "calls", "fwd ms", "bwd ms", "share"
+        );
+        for f in &ops.families {
+            let _ = writeln!(
+                out,
+                "{:<46} {:>5} {:>9.1} {:>9.1} {:>6.1}%",
+                f.family,
+                f.calls,
+                ms(f.forward_seconds),
+                ms(f.backward_seconds),
+                100.0 * (f.forward_seconds + f.backward_seconds) / both
+            );
+        }
+        if let Some(rest) = self.unattributed_seconds {
+            let _ = writeln!(
+                out,
+                "{:<46} {:>5} {:>19.1} {:>6.1}%",
+                "not in a family (layout, slicing, autograd)",
+                "",
+                ms(rest),
+                100.0 * rest / both
+            );
+        }
+        if let Some(profile) = self.peer.as_ref().and_then(|peer| peer.profile.as_ref()) {
+            let num = |v: &serde_json::Value, key: &str| v.get(key).and_then(|x| x.as_f64());
+            if let Some(phases) = profile.get("phases") {
+                let _ = writeln!(
+                    out,
+                    "peer step: data {:.1}, forward {:.1}, backward {:.1}, optimizer {:.1} ms",
+                    ms(num(phases, "data").unwrap_or(f64::NAN)),
+                    ms(num(phases, "forward").unwrap_or(f64::NAN)),
+                    ms(num(phases, "backward").unwrap_or(f64::NAN)),
+                    ms(num(phases, "optimizer").unwrap_or(f64::NAN))
+                );
+            }
+            let families = profile.get("families").and_then(|f| f.as_array());
+            for f in families.into_iter().flatten() {
+                let name = f.get("family").and_then(|n| n.as_str()).unwrap_or("?");
+                let _ = writeln!(
+                    out,
+                    "  peer {:<41} {:>25.1} ms (forward + backward, its profiler's self time)",
+                    name,
+                    ms(num(f, "seconds").unwrap_or(f64::NAN))
+                );
+            }
+        }
+        out
+    }
 }

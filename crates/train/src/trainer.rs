@@ -43,7 +43,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use burn::module::{Module, ParamId};
 use burn::optim::{GradientsAccumulator, GradientsParams, ModuleOptimizer};
@@ -128,6 +128,8 @@ struct ReplicaOutcome {
     sums: BTreeMap<String, f64>,
     /// False when a loss was non-finite (its backward was skipped).
     finite: bool,
+    /// Time in the losses and in their backward passes.
+    clock: StepClock,
 }
 
 /// Result of one phase within a step.
@@ -136,6 +138,24 @@ struct PhaseOutcome<M> {
     terms: BTreeMap<String, f64>,
     grad_norm: Option<f64>,
     finite: bool,
+    clock: StepClock,
+}
+
+/// Where a step's time went (with [`TrainConfig::time_phases`]; the device is synchronised at
+/// each boundary so that deferred GPU work is counted where it was queued).
+#[derive(Debug, Clone, Copy, Default)]
+struct StepClock {
+    forward: Duration,
+    backward: Duration,
+    optimizer: Duration,
+}
+
+impl std::ops::AddAssign for StepClock {
+    fn add_assign(&mut self, other: Self) {
+        self.forward += other.forward;
+        self.backward += other.backward;
+        self.optimizer += other.optimizer;
+    }
 }
 
 impl<T: TrainTask> Trainer<T> {
@@ -282,9 +302,12 @@ impl<T: TrainTask> Trainer<T> {
                 })
                 .collect::<Result<Vec<_>>>()?;
             let items: usize = batches.iter().map(|b| self.task.batch_items(b)).sum();
+            self.sync_if_timed()?;
+            let data_time = step_start.elapsed();
 
             let mut values = BTreeMap::new();
             let mut skipped = false;
+            let mut clock = StepClock::default();
             for (p, phase) in phases.iter().enumerate() {
                 let optim_config = config.optimizer_for(&phase.name);
                 let lr = optim_config.lr_at(state.step);
@@ -297,6 +320,7 @@ impl<T: TrainTask> Trainer<T> {
                     (lr, optim_config),
                 )?;
                 model = outcome.model;
+                clock += outcome.clock;
                 skipped |= !outcome.finite;
                 let prefix = phase_prefix(&phases, phase);
                 for (key, value) in outcome.terms {
@@ -332,6 +356,12 @@ impl<T: TrainTask> Trainer<T> {
                 state.consecutive_nonfinite = 0;
             }
             values.insert("skipped_steps".into(), state.skipped_steps as f64);
+            if config.time_phases {
+                values.insert("time_data".into(), data_time.as_secs_f64());
+                values.insert("time_forward".into(), clock.forward.as_secs_f64());
+                values.insert("time_backward".into(), clock.backward.as_secs_f64());
+                values.insert("time_optimizer".into(), clock.optimizer.as_secs_f64());
+            }
             values.retain(|_, v| v.is_finite());
             window_items += items;
             let step_secs = step_start.elapsed().as_secs_f64().max(1e-9);
@@ -400,12 +430,20 @@ impl<T: TrainTask> Trainer<T> {
         (lr, optim_config): (f64, &OptimConfig),
     ) -> Result<PhaseOutcome<T::Model>> {
         let k = batches.len() as f64;
-        let (mut grads, sums, finite) = if self.devices.len() == 1 {
+        let (mut grads, sums, finite, mut clock) = if self.devices.len() == 1 {
             let main = (&model, self.main_device());
             let out = self.replica_grads(main, batches, 0, (phase, params), step)?;
-            (out.grads, out.sums, out.finite)
+            (out.grads, out.sums, out.finite, out.clock)
         } else {
-            self.data_parallel_grads(&model, batches, (phase, params), step)?
+            let started = Instant::now();
+            let (grads, sums, finite) =
+                self.data_parallel_grads(&model, batches, (phase, params), step)?;
+            // Replicas run concurrently: their forward and backward are not separable here.
+            let clock = StepClock {
+                backward: started.elapsed(),
+                ..StepClock::default()
+            };
+            (grads, sums, finite, clock)
         };
         let terms = sums.into_iter().map(|(k_, v)| (k_, v / k)).collect();
         if !finite {
@@ -414,8 +452,10 @@ impl<T: TrainTask> Trainer<T> {
                 terms,
                 grad_norm: None,
                 finite,
+                clock,
             });
         }
+        let optimizer_start = Instant::now();
         // Mean over micro-batches, then one norm over every gradient tensor of the phase.
         let norm = grad_sq_norm(&model, &grads).sqrt() / k;
         if !norm.is_finite() {
@@ -424,6 +464,7 @@ impl<T: TrainTask> Trainer<T> {
                 terms,
                 grad_norm: Some(norm),
                 finite: false,
+                clock,
             });
         }
         let clip = optim_config
@@ -431,11 +472,14 @@ impl<T: TrainTask> Trainer<T> {
             .map_or(1.0, |max| (max / (norm + 1e-6)).min(1.0));
         scale_grads(&model, &mut grads, clip / k);
         let model = optim.step(lr, model, grads);
+        self.sync_if_timed()?;
+        clock.optimizer += optimizer_start.elapsed();
         Ok(PhaseOutcome {
             model,
             terms,
             grad_norm: Some(norm),
             finite: true,
+            clock,
         })
     }
 
@@ -452,7 +496,9 @@ impl<T: TrainTask> Trainer<T> {
         let mut sums: BTreeMap<String, f64> = BTreeMap::new();
         let mut grads = GradientsParams::new();
         let mut finite = true;
+        let mut clock = StepClock::default();
         for (micro, batch) in (first..).zip(batches) {
+            let forward_start = Instant::now();
             let losses = {
                 let _rng = RNG.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 device.seed(step_seed(self.config.seed, step, phase, micro));
@@ -463,18 +509,26 @@ impl<T: TrainTask> Trainer<T> {
             for (name, term) in losses.terms {
                 *sums.entry(name).or_default() += f64::from(term.into_scalar::<f32>());
             }
+            // Reading the loss waited for the forward pass.
+            clock.forward += forward_start.elapsed();
             if !total.is_finite() {
                 finite = false;
                 break;
             }
+            let backward_start = Instant::now();
             let mut raw = losses.total.backward();
             let micro_grads = GradientsParams::from_params(&mut raw, model, params);
             add_grads(model, &mut grads, micro_grads);
+            if self.config.time_phases {
+                sync(device)?;
+            }
+            clock.backward += backward_start.elapsed();
         }
         Ok(ReplicaOutcome {
             grads,
             sums,
             finite,
+            clock,
         })
     }
 
@@ -551,6 +605,14 @@ impl<T: TrainTask> Trainer<T> {
                 }
             })
             .collect()
+    }
+
+    /// Waits for the main device's queued work when phases are timed.
+    fn sync_if_timed(&self) -> Result<()> {
+        if self.config.time_phases {
+            sync(self.main_device())?;
+        }
+        Ok(())
     }
 
     /// The device holding the model and the optimizer.
@@ -723,6 +785,13 @@ fn phase_prefix(phases: &[Phase], phase: &Phase) -> String {
 
 /// Device seed of one loss evaluation (splitmix64 over the coordinates), so the RNG state is a
 /// function of (seed, step) and resumes exactly.
+/// Waits until `device` has run everything queued on it.
+fn sync(device: &Device) -> Result<()> {
+    device
+        .sync()
+        .map_err(|e| TrainError::task(format!("synchronising {device:?}: {e:?}")))
+}
+
 fn step_seed(seed: u64, step: usize, phase: usize, micro: usize) -> u64 {
     let mut z = seed
         ^ (step as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
