@@ -59,7 +59,7 @@ pub fn silu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 }
 
 /// Whether the fused kernels serve `x`: f32 on flex, with or without autodiff.
-fn fused_here<const D: usize>(x: &Tensor<D>) -> bool {
+pub(crate) fn fused_here<const D: usize>(x: &Tensor<D>) -> bool {
     x.dtype() == DType::F32
         && matches!(
             x.device().without_autodiff().as_dispatch(),
@@ -133,40 +133,44 @@ fn map_f32(
     Ok(FlexTensor::from_data(TensorData::new(out, shape)))
 }
 
-/// `o[i] = f(x[i], g[i])`, in the widest vector registers the CPU has (chosen at run time:
-/// AVX-512, AVX2 + FMA, or the baseline SSE2 the binary is built for).
+/// `o[i] = f(x[i], g[i])`, vectorised by [`with_simd`].
 fn apply(o: &mut [f32], x: &[f32], g: &[f32], f: &(impl Fn(f32, f32) -> f32 + Sync)) {
-    #[inline(always)]
-    fn each(o: &mut [f32], x: &[f32], g: &[f32], f: &impl Fn(f32, f32) -> f32) {
+    with_simd(|| {
         for ((o, &x), &g) in o.iter_mut().zip(x).zip(g) {
             *o = f(x, g);
         }
-    }
+    });
+}
+
+/// Runs `f` compiled for the widest vector registers the CPU has, chosen at run time: AVX-512,
+/// AVX2 + FMA, or the baseline SSE2 the binary is built for (`f` is inlined into each).
+#[inline(always)]
+fn with_simd<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]
-        fn wide(o: &mut [f32], x: &[f32], g: &[f32], f: &impl Fn(f32, f32) -> f32) {
-            each(o, x, g, f);
+        fn wide<R>(f: impl FnOnce() -> R) -> R {
+            f()
         }
         #[target_feature(enable = "avx2,fma")]
-        fn mid(o: &mut [f32], x: &[f32], g: &[f32], f: &impl Fn(f32, f32) -> f32) {
-            each(o, x, g, f);
+        fn mid<R>(f: impl FnOnce() -> R) -> R {
+            f()
         }
         if std::arch::is_x86_feature_detected!("avx512f") {
             // SAFETY: the CPU has AVX-512F, checked just above.
-            return unsafe { wide(o, x, g, f) };
+            return unsafe { wide(f) };
         }
         if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
         {
             // SAFETY: the CPU has AVX2 and FMA, checked just above.
-            return unsafe { mid(o, x, g, f) };
+            return unsafe { mid(f) };
         }
     }
-    each(o, x, g, f);
+    f()
 }
 
 /// `x` with its elements in one row-major run.
-fn contiguous(x: FlexTensor) -> FlexTensor {
+pub(crate) fn contiguous(x: FlexTensor) -> FlexTensor {
     if x.layout().contiguous_offsets().is_some() {
         x
     } else {
@@ -176,36 +180,7 @@ fn contiguous(x: FlexTensor) -> FlexTensor {
 
 impl<B: Backend + FusedActivation, C: CheckpointStrategy> FusedActivation for Autodiff<B, C> {
     fn fused_gelu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        #[derive(Debug)]
-        struct GeluBackward;
-
-        impl<B: Backend + FusedActivation> Backward<B, 1> for GeluBackward {
-            type State = NodeId;
-
-            fn backward(
-                self,
-                ops: Ops<Self::State, 1>,
-                grads: &mut Gradients,
-                checkpointer: &mut Checkpointer,
-            ) {
-                let input = checkpointer.retrieve_node_output(ops.state);
-                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-                    B::fused_gelu_backward(input, grad)
-                });
-            }
-        }
-
-        match GeluBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(mut prep) => {
-                let state = prep.checkpoint(&x);
-                prep.finish(state, B::fused_gelu(x.primitive().clone()))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::fused_gelu(x.into_primitive())),
-        }
+        record_unary::<B, C>(x, B::fused_gelu, B::fused_gelu_backward)
     }
 
     fn fused_gelu_backward(_x: FloatTensor<Self>, _grad: FloatTensor<Self>) -> FloatTensor<Self> {
@@ -213,40 +188,52 @@ impl<B: Backend + FusedActivation, C: CheckpointStrategy> FusedActivation for Au
     }
 
     fn fused_silu(x: FloatTensor<Self>) -> FloatTensor<Self> {
-        #[derive(Debug)]
-        struct SiluBackward;
-
-        impl<B: Backend + FusedActivation> Backward<B, 1> for SiluBackward {
-            type State = NodeId;
-
-            fn backward(
-                self,
-                ops: Ops<Self::State, 1>,
-                grads: &mut Gradients,
-                checkpointer: &mut Checkpointer,
-            ) {
-                let input = checkpointer.retrieve_node_output(ops.state);
-                unary::<B, _>(ops.parents, ops.node, grads, |grad| {
-                    B::fused_silu_backward(input, grad)
-                });
-            }
-        }
-
-        match SiluBackward
-            .prepare::<C>([x.node()])
-            .compute_bound()
-            .stateful()
-        {
-            OpsKind::Tracked(mut prep) => {
-                let state = prep.checkpoint(&x);
-                prep.finish(state, B::fused_silu(x.primitive().clone()))
-            }
-            OpsKind::UnTracked(prep) => prep.finish(B::fused_silu(x.into_primitive())),
-        }
+        record_unary::<B, C>(x, B::fused_silu, B::fused_silu_backward)
     }
 
     fn fused_silu_backward(_x: FloatTensor<Self>, _grad: FloatTensor<Self>) -> FloatTensor<Self> {
         unreachable!("the backward pass runs on the inner backend")
+    }
+}
+
+/// The backward step of an elementwise operation: `backward(input, grad)` on the inner backend.
+#[derive(Debug)]
+struct UnaryBackward<B: Backend> {
+    backward: fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+}
+
+impl<B: Backend> Backward<B, 1> for UnaryBackward<B> {
+    type State = NodeId;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let input = checkpointer.retrieve_node_output(ops.state);
+        let backward = self.backward;
+        unary::<B, _>(ops.parents, ops.node, grads, |grad| backward(input, grad));
+    }
+}
+
+/// `forward(x)` on the inner backend, recorded for autodiff with `backward(x, grad)` as its
+/// gradient (the input is kept for the backward pass).
+fn record_unary<B: Backend, C: CheckpointStrategy>(
+    x: FloatTensor<Autodiff<B, C>>,
+    forward: fn(FloatTensor<B>) -> FloatTensor<B>,
+    backward: fn(FloatTensor<B>, FloatTensor<B>) -> FloatTensor<B>,
+) -> FloatTensor<Autodiff<B, C>> {
+    match (UnaryBackward { backward })
+        .prepare::<C>([x.node()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(mut prep) => {
+            let state = prep.checkpoint(&x);
+            prep.finish(state, forward(x.primitive().clone()))
+        }
+        OpsKind::UnTracked(prep) => prep.finish(forward(x.into_primitive())),
     }
 }
 
@@ -258,7 +245,7 @@ const INV_SQRT_2PI: f32 = 0.398_942_3;
 /// with `r = x − n ln 2` in `[−ln 2 / 2, ln 2 / 2]` and a degree-6 Taylor polynomial; no
 /// branches or calls, so loops over it vectorise.
 #[inline(always)]
-fn exp_neg(x: f32) -> f32 {
+pub(crate) fn exp_neg(x: f32) -> f32 {
     let x = x.max(-87.0);
     // Round to nearest by adding and subtracting 1.5 · 2^23 (no call to `roundf`, which the
     // baseline x86-64 target lacks an instruction for).

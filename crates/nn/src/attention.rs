@@ -3,14 +3,13 @@
 //! (training, scoring) and a block of new positions against a [`KvCache`](crate::KvCache) layer.
 //!
 //! The full sequence goes through Burn's fused `attention` op (on flex: one kernel per head, a
-//! fully masked row gives zeros rather than NaN; under autodiff Burn falls back to matmul +
-//! softmax). The cached block attends with two matmuls over views of the cache, which flex's
+//! fully masked row gives zeros rather than NaN); under autodiff on flex, where Burn falls back
+//! to separate kernels, through two matmuls around voxspec's fused masked softmax
+//! ([`crate::softmax`]). The cached block attends with two matmuls over views of the cache, which flex's
 //! gemm reads in place.
 
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::module::attention;
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 
 use crate::kv_cache::LayerKv;
@@ -104,7 +103,7 @@ impl SelfAttention {
         causal: bool,
     ) -> Tensor<3> {
         let (q, k, v) = self.project(x, rope);
-        let context = attention(q, k, v, mask, None, options(causal));
+        let context = crate::softmax::attention(q, k, v, mask, causal);
         self.merge(context)
     }
 
@@ -162,14 +161,6 @@ fn strided_attention(
         None => scores,
     };
     burn::tensor::activation::softmax(scores, 3).matmul(v)
-}
-
-fn options(is_causal: bool) -> AttentionModuleOptions {
-    AttentionModuleOptions {
-        scale: None,
-        softcap: None,
-        is_causal,
-    }
 }
 
 /// Key mask for a block of `new` positions after `starts[b]` cached ones in sequence `b` (one

@@ -39,6 +39,7 @@ pub mod kv_cache;
 pub mod mlp;
 pub mod norm;
 pub mod positions;
+pub mod softmax;
 pub mod transformer;
 pub mod weights;
 

@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use burn::nn::{EmbeddingConfig, LayerNormConfig, LinearConfig};
 use burn::tensor::activation::log_softmax;
-use burn::tensor::module::attention;
-use burn::tensor::ops::AttentionModuleOptions;
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
 use serde::Serialize;
 use voxspec_nn::activation::gelu;
@@ -125,12 +123,7 @@ pub fn profile_ops(config: &ThroughputConfig, device: &Device, repeat: usize) ->
         name: format!("attention: causal softmax(QKᵀ)V, {h} heads"),
         calls: l,
         run: Box::new(move || {
-            let options = AttentionModuleOptions {
-                scale: None,
-                softcap: None,
-                is_causal: true,
-            };
-            attention(q.clone(), k.clone(), val.clone(), None, None, options).reshape([
+            voxspec_nn::softmax::attention(q.clone(), k.clone(), val.clone(), None, true).reshape([
                 b * h,
                 t,
                 d / h,
