@@ -168,6 +168,26 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         warmup: args.warmup,
         steps: args.steps,
     };
+    // The peer is checked before anything is measured: a mismatch wastes no training.
+    let config = serde_json::json!({
+        "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
+        "vocab": args.vocab, "batch": args.batch, "seq_len": args.seq_len,
+        "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
+    });
+    let peer = args
+        .peer
+        .as_deref()
+        .map(|p| read_throughput_peer(p, &config))
+        .transpose()?;
+    let float = format!("{:?}", args.float).to_lowercase();
+    if let Some(p) = &peer {
+        let theirs = p.dtype.as_deref().unwrap_or("f32");
+        anyhow::ensure!(
+            theirs == float,
+            "the peer report computed in {theirs}, this run in {float}: run \
+             tools/bench_train_peer.py with --dtype {float}"
+        );
+    }
     let dir = tempfile::tempdir().context("creating a scratch run directory")?;
     let device = crate::device::single()?;
     eprintln!(
@@ -190,24 +210,6 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         None
     };
     let tps = measured.tokens_per_second;
-    let config = serde_json::json!({
-        "layers": args.layers, "d_model": args.d_model, "heads": args.heads,
-        "vocab": args.vocab, "batch": args.batch, "seq_len": args.seq_len,
-        "norm": "layer", "positions": "learned", "mlp": "gelu", "optimizer": "adamw",
-    });
-    let peer = args
-        .peer
-        .as_deref()
-        .map(|p| read_throughput_peer(p, &config))
-        .transpose()?;
-    let float = format!("{:?}", args.float).to_lowercase();
-    if let Some(p) = &peer {
-        let theirs = p.dtype.as_deref().unwrap_or("f32");
-        anyhow::ensure!(
-            theirs == float,
-            "the peer report computed in {theirs}, this run in {float}: run              tools/bench_train_peer.py with --dtype {float}"
-        );
-    }
     let mut report = ThroughputReport::new(&measured, config, peer, ops);
     report.float = float;
     report.device = crate::device::describe();

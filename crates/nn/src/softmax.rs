@@ -65,12 +65,7 @@ pub fn attention(
         .as_ref()
         .is_none_or(|m| m.dims() == [batch, 1, 1, time_k]);
     if !(per_key && q.device().is_autodiff() && fused_here(&q)) {
-        let options = burn::tensor::ops::AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal: causal,
-        };
-        return burn::tensor::module::attention(q, k, v, mask, None, options);
+        return burn_attention(q, k, v, mask, causal);
     }
     let device = q.device();
     let bias = Tensor::<2>::zeros([batch, time_k], &device);
@@ -88,6 +83,22 @@ pub fn attention(
         causal,
     ));
     p.matmul(v)
+}
+
+/// Burn's own attention op, scaled by `1/√head_dim`.
+pub(crate) fn burn_attention(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    mask: Option<Tensor<4, Bool>>,
+    causal: bool,
+) -> Tensor<4> {
+    let options = burn::tensor::ops::AttentionModuleOptions {
+        scale: None,
+        softcap: None,
+        is_causal: causal,
+    };
+    burn::tensor::module::attention(q, k, v, mask, None, options)
 }
 
 impl FusedSoftmax for Flex {
@@ -323,21 +334,6 @@ mod tests {
         ]
     }
 
-    fn reference(
-        q: Tensor<4>,
-        k: Tensor<4>,
-        v: Tensor<4>,
-        mask: Option<Tensor<4, Bool>>,
-        causal: bool,
-    ) -> Tensor<4> {
-        let options = burn::tensor::ops::AttentionModuleOptions {
-            scale: None,
-            softcap: None,
-            is_causal: causal,
-        };
-        burn::tensor::module::attention(q, k, v, mask, None, options)
-    }
-
     #[test]
     fn fused_attention_and_its_gradients_equal_burns() {
         let device = Device::flex().autodiff();
@@ -363,7 +359,7 @@ mod tests {
             let w = Tensor::<4>::random([2, 3, time_q, 8], Distribution::Normal(0.0, 1.0), &device);
             let m = masked.then(|| mask.clone());
             let fused = attention(q.clone(), k.clone(), v.clone(), m.clone(), causal);
-            let expected = reference(q.clone(), k.clone(), v.clone(), m, causal);
+            let expected = burn_attention(q.clone(), k.clone(), v.clone(), m, causal);
             let diff = (fused.clone() - expected.clone())
                 .abs()
                 .max()

@@ -242,15 +242,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 fn random_ids(n: usize, vocab: usize, device: &Device) -> Tensor<1, Int> {
-    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
-    let ids: Vec<i64> = (0..n)
-        .map(|_| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((state >> 33) % vocab as u64) as i64
-        })
-        .collect();
+    let ids = crate::throughput::random_ids(0x9e37_79b9_7f4a_7c15, n, vocab);
     Tensor::from_data(TensorData::new(ids, [n]), device)
 }
 

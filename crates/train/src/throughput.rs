@@ -90,21 +90,27 @@ impl BatchSource<Tensor<2, Int>> for RandomTokens {
     }
 
     fn batch(&self, epoch: usize, index: usize, device: &Device) -> Result<Tensor<2, Int>> {
-        // A fixed LCG keyed by (epoch, index): reproducible, no RNG state to carry.
-        let mut state = (epoch as u64) << 32 | index as u64;
-        let ids: Vec<i64> = (0..self.batch * (self.seq_len + 1))
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((state >> 33) % self.vocab as u64) as i64
-            })
-            .collect();
+        // Keyed by (epoch, index): reproducible, no RNG state to carry.
+        let seed = (epoch as u64) << 32 | index as u64;
+        let ids = random_ids(seed, self.batch * (self.seq_len + 1), self.vocab);
         Ok(Tensor::from_data(
             TensorData::new(ids, [self.batch, self.seq_len + 1]),
             device,
         ))
     }
+}
+
+/// `n` token ids below `vocab` from a fixed LCG started at `seed`.
+pub(crate) fn random_ids(seed: u64, n: usize, vocab: usize) -> Vec<i64> {
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) % vocab as u64) as i64
+        })
+        .collect()
 }
 
 struct LmTask {
