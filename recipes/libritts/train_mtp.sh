@@ -40,6 +40,7 @@ threads=""
 device=""
 codec=""
 heads=8
+matmul=auto
 ar_steps=""
 nar_steps=""
 batch=""
@@ -80,6 +81,9 @@ Usage: $0 [options]
                        corpus, checkpoints/kathleen/codec or checkpoints/codec-minitts;
                        stages 2-5 need codes)
   --heads N            MTP prediction heads (default 8)
+  --matmul P           precision of the AR/NAR linear layers' products: auto (default: bf16
+                       operands with f32 sums where the CPU has AMX-BF16 tiles, f32 elsewhere),
+                       f32, or bf16 (also on CPUs with AVX512-BF16 alone)
   --ar-steps N         AR training steps (default 800 for kathleen, 600 for minitts, 100000
                        for LibriTTS)
   --nar-steps N        NAR training steps (default 400 for the bundled corpora, 100000 for
@@ -125,6 +129,7 @@ while [ $# -gt 0 ]; do
     --device) device="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
     --heads) heads="$2"; shift 2 ;;
+    --matmul) matmul="$2"; shift 2 ;;
     --ar-steps) ar_steps="$2"; shift 2 ;;
     --nar-steps) nar_steps="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
@@ -265,7 +270,7 @@ if run_stage 3 transitions; then
   fi
 fi
 
-lm_args=(--data "$exp/data" --tokens "$tokens" --preset "$preset" --batch "$batch")
+lm_args=(--data "$exp/data" --tokens "$tokens" --preset "$preset" --batch "$batch" --matmul "$matmul")
 if run_stage 4 train_ar; then
   if have_tokens; then
     log "Stage 4 (train_ar): AR model with $heads heads, $ar_steps steps → $exp/ar"

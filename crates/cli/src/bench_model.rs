@@ -30,6 +30,7 @@ use serde::Serialize;
 use voxspec_engine::WeightFormat;
 use voxspec_eval::bench_forward::{ForwardModel, forward_bench_model};
 use voxspec_eval::forward_report::{ForwardRun, forward_summary};
+use voxspec_nn::linear::MatmulPrecision;
 use voxspec_train::{ThroughputConfig, ThroughputReport, read_throughput_peer};
 use voxspec_tts::{EngineKind, ForwardBench, device_read_bandwidth_gbs, run_forward_bench};
 
@@ -72,6 +73,12 @@ pub struct TrainBenchArgs {
     /// activations, gradients and optimizer state all in that type; no f32 master copy).
     #[arg(long, value_enum, default_value = "f32")]
     float: FloatArg,
+    /// Precision of the linear layers' products: f32, bf16 (mixed precision, as PyTorch's CPU
+    /// autocast: bf16 operands, f32 sums, everything else f32; needs AMX-BF16 or AVX512-BF16),
+    /// or auto (bf16 with AMX-BF16 tiles, f32 elsewhere). A peer in f32 or in bf16 autocast is
+    /// accepted beside bf16.
+    #[arg(long, default_value_t = MatmulPrecision::F32)]
+    matmul: MatmulPrecision,
     /// Also profile the step: each phase (data, forward, backward, optimizer; the device
     /// synchronised between them) and each operation family (linear layers, attention,
     /// LayerNorm, GELU, residual adds, loss, embedding) timed alone at the step's shapes. The
@@ -167,6 +174,7 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         seq_len: args.seq_len,
         warmup: args.warmup,
         steps: args.steps,
+        matmul: args.matmul,
     };
     // The peer is checked before anything is measured: a mismatch wastes no training.
     let config = serde_json::json!({
@@ -180,10 +188,16 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         .map(|p| read_throughput_peer(p, &config))
         .transpose()?;
     let float = format!("{:?}", args.float).to_lowercase();
+    anyhow::ensure!(
+        args.matmul == MatmulPrecision::F32 || args.float == FloatArg::F32,
+        "--matmul bf16 is mixed precision over f32 tensors; it does not combine with --float {float}"
+    );
     if let Some(p) = &peer {
         let theirs = p.dtype.as_deref().unwrap_or("f32");
+        // Mixed precision is compared with PyTorch in f32 or in bf16 autocast.
+        let mixed_ok = args.matmul == MatmulPrecision::Bf16 && matches!(theirs, "f32" | "bf16");
         anyhow::ensure!(
-            theirs == float,
+            theirs == float || mixed_ok,
             "the peer report computed in {theirs}, this run in {float}: run \
              tools/bench_train_peer.py with --dtype {float}"
         );
@@ -212,16 +226,24 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
     let tps = measured.tokens_per_second;
     let mut report = ThroughputReport::new(&measured, config, peer, ops);
     report.float = float;
+    report.matmul = args.matmul.to_string();
     report.device = crate::device::describe();
     report.host = voxspec_tts::cpu_model();
     write_report(&args.out, &report)?;
     print!("{}", report.profile_text());
     match (&report.peer, report.ratio_to_peer) {
         (Some(p), Some(ratio)) => println!(
-            "training throughput: {tps:.0} tokens/s ({ratio:.2}x {}'s {:.0} tokens/s measured alongside)",
-            p.framework, p.tokens_per_second
+            "training throughput ({} matmuls): {tps:.0} tokens/s ({ratio:.2}x {}'s {:.0} tokens/s \
+             in {} measured alongside)",
+            args.matmul,
+            p.framework,
+            p.tokens_per_second,
+            p.dtype.as_deref().unwrap_or("f32")
         ),
-        _ => println!("training throughput: {tps:.0} tokens/s"),
+        _ => println!(
+            "training throughput ({} matmuls): {tps:.0} tokens/s",
+            args.matmul
+        ),
     }
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use voxspec_nn::linear::MatmulPrecision;
 use voxspec_train::{
     LrSchedule, OptimConfig, StepReport, TrainConfig, TrainObserver, loss_text, validation_text,
 };
@@ -49,6 +50,12 @@ pub struct LoopArgs {
     /// synchronised between phases, which costs a little speed.
     #[arg(long)]
     pub time_phases: bool,
+    /// Precision of the linear layers' matrix products: f32; bf16 (mixed precision: bf16
+    /// operands, f32 sums, f32 weights, gradients and optimizer state; needs a CPU with AMX-BF16
+    /// or AVX512-BF16, refused on others); or auto (bf16 where the CPU has AMX-BF16 tiles, f32
+    /// elsewhere). The choice is recorded in run.json.
+    #[arg(long, default_value_t = MatmulPrecision::F32)]
+    pub matmul: MatmulPrecision,
 }
 
 impl LoopArgs {
@@ -72,6 +79,7 @@ impl LoopArgs {
             checkpoint_every: self.checkpoint_every,
             tensorboard: true,
             time_phases: self.time_phases,
+            matmul: self.matmul,
             ..TrainConfig::default()
         }
     }

@@ -388,6 +388,32 @@ fn model_benchmarks_write_their_reports() {
         serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
     assert_eq!(report["float"], "bf16");
     assert!(report["tokens_per_second"].as_f64().expect("tps") > 0.0);
+
+    // Mixed precision (`--matmul bf16`): a peer in f32 is accepted beside it; pure bf16 tensors
+    // do not combine with it; a CPU without AMX-BF16 or AVX512-BF16 is told so.
+    let mut mixed = args.clone();
+    mixed.extend(["--matmul", "bf16"]);
+    let o = voxspec(&mixed);
+    if voxspec_nn::bf16_gemm::kernel().is_some() {
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(text(&o).contains("(bf16 matmuls)"), "{}", text(&o));
+        assert!(
+            text(&o).contains("in f32 measured alongside"),
+            "{}",
+            text(&o)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&train).expect("report")).expect("json");
+        assert_eq!(report["matmul"], "bf16");
+        assert_eq!(report["float"], "f32");
+    } else {
+        assert!(!o.status.success());
+        assert!(text(&o).contains("AVX512-BF16"), "{}", text(&o));
+    }
+    mixed.extend(["--float", "bf16"]);
+    let o = voxspec(&mixed);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("does not combine"), "{}", text(&o));
 }
 
 #[test]

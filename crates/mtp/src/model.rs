@@ -21,6 +21,7 @@ use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_nn::activation::silu;
+use voxspec_nn::linear::linear;
 use voxspec_nn::{Transformer, TransformerConfig};
 
 use crate::duration::DurationPredictor;
@@ -226,10 +227,10 @@ impl MtpHead {
     /// - output: `[batch, time, codebook_size + 1]`
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<3> {
         let x = match &self.residual {
-            Some(res) => hidden.clone() + silu(res.forward(hidden)),
+            Some(res) => hidden.clone() + silu(linear(res, hidden)),
             None => hidden,
         };
-        self.out.forward(x)
+        linear(&self.out, x)
     }
 }
 

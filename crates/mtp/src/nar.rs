@@ -21,6 +21,7 @@ use burn::module::{Module, Param};
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use voxspec_nn::linear::linear;
 use voxspec_nn::{Transformer, TransformerConfig};
 
 use crate::error::{MtpError, Result as MtpResult};
@@ -440,7 +441,7 @@ impl NarModel {
                 .collect(),
             0,
         );
-        Ok(self.heads[stage - 1].forward(frames_hidden))
+        Ok(linear(&self.heads[stage - 1], frames_hidden))
     }
 
     /// Mean cross-entropy of layer `stage` over the target (non-prompt) frames.

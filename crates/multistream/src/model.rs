@@ -28,6 +28,7 @@ use burn::module::Module;
 use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 use voxspec_data::DelayPattern;
+use voxspec_nn::linear::linear;
 use voxspec_nn::{KvCache, Transformer, TransformerConfig};
 
 use voxspec_mtp::DurationPredictor;
@@ -336,7 +337,7 @@ impl MultiStreamModel {
         Tensor::stack(
             self.heads
                 .iter()
-                .map(|h| h.forward(hidden.clone()))
+                .map(|h| linear(h, hidden.clone()))
                 .collect(),
             2,
         )

@@ -19,6 +19,7 @@ use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Device, Tensor};
 use voxspec_nn::activation::silu;
+use voxspec_nn::linear::linear;
 
 /// The extra heads of a multi-stream LM.
 #[derive(Config, Debug, PartialEq)]
@@ -86,8 +87,8 @@ impl MsMtpHead {
     /// - `hidden`: `[batch, time, d_model]`
     /// - output: `[batch, time, streams, codebook_size + 1]`
     pub fn forward(&self, hidden: Tensor<3>) -> Tensor<4> {
-        let x = hidden.clone() + silu(self.residual.forward(hidden));
-        Tensor::stack(self.outs.iter().map(|o| o.forward(x.clone())).collect(), 2)
+        let x = hidden.clone() + silu(linear(&self.residual, hidden));
+        Tensor::stack(self.outs.iter().map(|o| linear(o, x.clone())).collect(), 2)
     }
 }
 

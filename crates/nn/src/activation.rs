@@ -145,7 +145,7 @@ fn apply(o: &mut [f32], x: &[f32], g: &[f32], f: &(impl Fn(f32, f32) -> f32 + Sy
 /// Runs `f` compiled for the widest vector registers the CPU has, chosen at run time: AVX-512,
 /// AVX2 + FMA, or the baseline SSE2 the binary is built for (`f` is inlined into each).
 #[inline(always)]
-fn with_simd<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn with_simd<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f")]

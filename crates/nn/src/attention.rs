@@ -13,6 +13,7 @@ use burn::nn::{Linear, LinearConfig};
 use burn::tensor::{Bool, Device, Tensor, TensorData};
 
 use crate::kv_cache::LayerKv;
+use crate::linear::linear;
 use crate::positions::{RotaryAngles, Span};
 
 /// Self-attention over `n_heads` heads of width `head_dim`.
@@ -56,9 +57,7 @@ impl SelfAttention {
     ) -> (Tensor<4>, Tensor<4>, Tensor<4>) {
         let [batch, time, _] = x.dims();
         let h = self.n_heads;
-        let qkv = self
-            .qkv
-            .forward(x)
+        let qkv = linear(&self.qkv, x)
             // [batch, time, 3 * heads, head_dim]
             .reshape([batch, time, 3 * h, self.head_dim])
             // [batch, 3 * heads, time, head_dim]
@@ -83,7 +82,7 @@ impl SelfAttention {
             .swap_dims(1, 2)
             // [batch, time, d_model]
             .reshape([batch, time, self.n_heads * self.head_dim]);
-        self.out.forward(context)
+        linear(&self.out, context)
     }
 
     /// Attention over the whole sequence.

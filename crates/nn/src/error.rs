@@ -9,6 +9,12 @@ pub enum NnError {
         /// What is wrong, with the values involved.
         detail: String,
     },
+    /// A matrix-product precision this CPU cannot run, or a name that is none.
+    #[error("{detail}")]
+    Precision {
+        /// What was asked and why it cannot be.
+        detail: String,
+    },
     /// The input is not `[batch ≥ 1, time ≥ 1, d_model]`.
     #[error("input has shape {shape:?}; expected [batch >= 1, time >= 1, {d_model}]")]
     InputShape {

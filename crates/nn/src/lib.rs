@@ -34,8 +34,11 @@
 
 pub mod activation;
 pub mod attention;
+pub mod bf16_gemm;
 pub mod error;
+pub mod fused_norm;
 pub mod kv_cache;
+pub mod linear;
 pub mod mlp;
 pub mod norm;
 pub mod positions;

@@ -2,6 +2,7 @@
 //! (Shazeer 2020, "GLU Variants Improve Transformer", §2, eq. 6), chosen by [`MlpKind`].
 
 use crate::activation::{gelu, silu};
+use crate::linear::linear;
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::{Linear, LinearConfig};
@@ -50,10 +51,10 @@ impl Mlp {
     /// - output: `[batch, time, d_model]`
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
         let hidden = match &self.gate {
-            Some(gate) => silu(gate.forward(x.clone())) * self.up.forward(x),
-            None => gelu(self.up.forward(x)),
+            Some(gate) => silu(linear(gate, x.clone())) * linear(&self.up, x),
+            None => gelu(linear(&self.up, x)),
         };
         // [batch, time, d_ff] -> [batch, time, d_model]
-        self.down.forward(hidden)
+        linear(&self.down, hidden)
     }
 }

@@ -6,6 +6,8 @@ use burn::module::Module;
 use burn::nn::{LayerNorm, LayerNormConfig, RmsNorm, RmsNormConfig};
 use burn::tensor::{Device, Tensor};
 
+use crate::fused_norm;
+
 /// Which normalisation a transformer stack uses before each sub-layer and at its end.
 #[derive(Config, Debug, Copy, PartialEq, Eq)]
 pub enum NormKind {
@@ -43,9 +45,28 @@ impl Norm {
     /// - `x`: `[batch, time, d_model]`
     /// - output: `[batch, time, d_model]`
     pub fn forward(&self, x: Tensor<3>) -> Tensor<3> {
+        self.forward_with(x, None)
+    }
+
+    /// [`Norm::forward`], with LayerNorm's ε given (Burn's LayerNorm keeps its own private), so
+    /// that the fused kernels ([`crate::fused_norm`]) serve LayerNorm too; RMSNorm is fused
+    /// either way. Off the CPU backend, Burn's modules.
+    ///
+    /// # Shapes
+    /// - `x`: `[batch, time, d_model]`
+    /// - output: `[batch, time, d_model]`
+    pub fn forward_with(&self, x: Tensor<3>, layer_eps: Option<f64>) -> Tensor<3> {
         match self {
-            Norm::Rms(norm) => norm.forward(x),
-            Norm::Layer(norm) => norm.forward(x),
+            Norm::Rms(norm) => {
+                fused_norm::norm(x.clone(), norm.gamma.val(), None, norm.epsilon, false)
+                    .unwrap_or_else(|| norm.forward(x))
+            }
+            Norm::Layer(norm) => layer_eps
+                .and_then(|eps| {
+                    let beta = norm.beta.as_ref().map(|b| b.val());
+                    fused_norm::norm(x.clone(), norm.gamma.val(), beta, eps, true)
+                })
+                .unwrap_or_else(|| norm.forward(x)),
         }
     }
 }

@@ -143,6 +143,7 @@ impl TransformerConfig {
                 mlp_norm: norm(device),
                 mlp: self.mlp.init(self.d_model, self.d_ff, self.bias, device),
                 dropout: DropoutConfig::new(self.dropout).init(),
+                norm_eps: self.norm_eps,
             })
             .collect();
         Ok(Transformer {
@@ -160,6 +161,7 @@ impl TransformerConfig {
             n_heads: self.n_heads,
             max_seq_len: self.max_seq_len,
             causal: self.causal,
+            norm_eps: self.norm_eps,
         })
     }
 }
@@ -177,6 +179,8 @@ pub struct Block {
     pub mlp: Mlp,
     /// Dropout on both sub-layer outputs.
     pub dropout: Dropout,
+    /// ε of the norms (given to the fused LayerNorm, whose module keeps its own private).
+    norm_eps: f64,
 }
 
 impl Block {
@@ -187,7 +191,9 @@ impl Block {
         mask: Option<Tensor<4, Bool>>,
         causal: bool,
     ) -> Tensor<3> {
-        let h = self.attention_norm.forward(x.clone());
+        let h = self
+            .attention_norm
+            .forward_with(x.clone(), Some(self.norm_eps));
         let x = x + self
             .dropout
             .forward(self.attention.forward(h, rope, mask, causal));
@@ -203,7 +209,9 @@ impl Block {
         attend_len: usize,
         mask: Option<Tensor<4, Bool>>,
     ) -> Tensor<3> {
-        let h = self.attention_norm.forward(x.clone());
+        let h = self
+            .attention_norm
+            .forward_with(x.clone(), Some(self.norm_eps));
         let h = self
             .attention
             .forward_cached(h, rope, cache, span, attend_len, mask);
@@ -211,7 +219,9 @@ impl Block {
     }
 
     fn mlp_residual(&self, x: Tensor<3>) -> Tensor<3> {
-        let h = self.mlp.forward(self.mlp_norm.forward(x.clone()));
+        let h = self
+            .mlp
+            .forward(self.mlp_norm.forward_with(x.clone(), Some(self.norm_eps)));
         x + self.dropout.forward(h)
     }
 }
@@ -230,6 +240,7 @@ pub struct Transformer {
     n_heads: usize,
     max_seq_len: usize,
     causal: bool,
+    norm_eps: f64,
 }
 
 impl Transformer {
@@ -361,7 +372,7 @@ impl Transformer {
         for block in &self.blocks {
             x = block.forward(x, rope.as_ref(), mask.clone(), self.causal);
         }
-        Ok(self.norm.forward(x))
+        Ok(self.norm.forward_with(x, Some(self.norm_eps)))
     }
 
     /// Incremental forward pass of a causal stack over a block of `new ≥ 1` positions per
@@ -407,7 +418,7 @@ impl Transformer {
             x = block.forward_cached(x, rope.as_ref(), layer, &span, attend_len, mask.clone());
         }
         cache.advance(new);
-        Ok(self.norm.forward(x))
+        Ok(self.norm.forward_with(x, Some(self.norm_eps)))
     }
 
     /// Checks `x` is `[batch ≥ 1, time ≥ 1, d_model]` and returns its dims.
@@ -470,7 +481,7 @@ impl Transformer {
             );
         }
         cache.advance_ragged(lens);
-        Ok(self.norm.forward(x))
+        Ok(self.norm.forward_with(x, Some(self.norm_eps)))
     }
 
     fn check_input(&self, x: &Tensor<3>) -> NnResult<[usize; 3]> {

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use voxspec_nn::linear::MatmulPrecision;
 
 use crate::error::{Result, TrainError};
 
@@ -142,6 +143,10 @@ pub struct TrainConfig {
     /// synchronised at each phase boundary, so on a GPU the times are the work's, not the
     /// launches'; that costs a little throughput, so it is off unless asked for.
     pub time_phases: bool,
+    /// The precision of the linear layers' products ([`voxspec_nn::linear`]): f32, or bf16
+    /// operands with f32 sums on CPUs with AMX-BF16 or AVX512-BF16 (mixed precision; weights,
+    /// gradients and optimizer state stay f32).
+    pub matmul: MatmulPrecision,
 }
 
 impl Default for TrainConfig {
@@ -161,6 +166,7 @@ impl Default for TrainConfig {
             max_consecutive_nonfinite: 10,
             tensorboard: true,
             time_phases: false,
+            matmul: MatmulPrecision::F32,
         }
     }
 }

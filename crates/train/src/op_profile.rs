@@ -83,6 +83,10 @@ pub fn profile_ops(config: &ThroughputConfig, device: &Device, repeat: usize) ->
             reason: format!("must divide d_model {}", config.d_model),
         });
     }
+    voxspec_nn::linear::set_matmul_precision(config.matmul).map_err(|e| TrainError::Config {
+        field: "matmul",
+        reason: e.to_string(),
+    })?;
     let device = device.clone().autodiff();
     let (b, t, d, l, v) = (
         config.batch,
@@ -108,7 +112,7 @@ pub fn profile_ops(config: &ThroughputConfig, device: &Device, repeat: usize) ->
         families.push(Family {
             name: format!("linear: {what} ({d_in} → {d_out})"),
             calls,
-            run: Box::new(move || linear.forward(x.clone())),
+            run: Box::new(move || voxspec_nn::linear::linear(&linear, x.clone())),
         });
     }
     let (q, k, val) = (
@@ -130,12 +134,13 @@ pub fn profile_ops(config: &ThroughputConfig, device: &Device, repeat: usize) ->
             ])
         }),
     });
-    let norm = LayerNormConfig::new(d).init(&device);
+    // As the model runs it: the transformer's norm (fused on the CPU backend).
+    let norm = voxspec_nn::Norm::Layer(LayerNormConfig::new(d).with_epsilon(1e-5).init(&device));
     let x = act([b, t, d]);
     families.push(Family {
         name: "LayerNorm".into(),
         calls: 2 * l + 1,
-        run: Box::new(move || norm.forward(x.clone())),
+        run: Box::new(move || norm.forward_with(x.clone(), Some(1e-5))),
     });
     let x = act([b, t, 4 * d]);
     families.push(Family {
@@ -261,6 +266,7 @@ mod tests {
             seq_len: 8,
             warmup: 1,
             steps: 1,
+            matmul: voxspec_nn::linear::MatmulPrecision::F32,
         };
         let profile = profile_ops(&config, &Device::flex(), 2).unwrap();
         assert_eq!(profile.families.len(), 11);
@@ -300,6 +306,7 @@ mod tests {
             seq_len: 4,
             warmup: 0,
             steps: 1,
+            matmul: voxspec_nn::linear::MatmulPrecision::F32,
         };
         match profile_ops(&config, &Device::flex(), 1) {
             Err(TrainError::Config { field, .. }) => assert_eq!(field, "heads"),

@@ -11,6 +11,7 @@ use burn::nn::{Embedding, EmbeddingConfig, Linear, LinearConfig};
 use burn::tensor::activation::log_softmax;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::Serialize;
+use voxspec_nn::linear::{MatmulPrecision, linear};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, Transformer, TransformerConfig};
 
 use crate::{
@@ -37,6 +38,8 @@ pub struct ThroughputConfig {
     pub warmup: usize,
     /// Timed steps.
     pub steps: usize,
+    /// Precision of the linear layers' products ([`TrainConfig::matmul`]).
+    pub matmul: MatmulPrecision,
 }
 
 /// What the benchmark measured.
@@ -149,7 +152,7 @@ impl TrainTask for LmTask {
             .forward(model.embedding.forward(inputs), None)
             .map_err(TrainError::task)?;
         // [b, t-1, vocab] → mean negative log-likelihood of the next tokens
-        let logp = log_softmax(model.head.forward(hidden), 2).gather(2, targets);
+        let logp = log_softmax(linear(&model.head, hidden), 2).gather(2, targets);
         Ok(Losses::total(logp.mean().neg()))
     }
 }
@@ -270,6 +273,7 @@ impl ThroughputConfig {
             checkpoint_every: 0,
             tensorboard: false,
             time_phases,
+            matmul: self.matmul,
             ..TrainConfig::default()
         };
         let mut timer = StepTimer {
@@ -315,6 +319,7 @@ mod tests {
             seq_len: 8,
             warmup: 1,
             steps: 3,
+            matmul: MatmulPrecision::F32,
         }
     }
 

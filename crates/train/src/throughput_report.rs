@@ -55,6 +55,8 @@ pub struct ThroughputReport {
     pub device: String,
     /// Float type of the tensors (`f32`, `f16`, `bf16`).
     pub float: String,
+    /// Precision of the linear layers' products (`f32`, or `bf16`: mixed precision).
+    pub matmul: String,
     /// Median seconds of each phase of a step (`--profile`).
     pub phases: Option<PhaseTimes>,
     /// Per-family forward and backward times (`--profile`).
@@ -91,6 +93,7 @@ impl ThroughputReport {
             host: String::new(),
             device: String::new(),
             float: "f32".into(),
+            matmul: "f32".into(),
             phases: measured.phases.clone(),
             ops,
             unattributed_seconds,

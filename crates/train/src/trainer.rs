@@ -206,6 +206,12 @@ impl<T: TrainTask> Trainer<T> {
                 reason: "must list at least one device".into(),
             });
         }
+        voxspec_nn::linear::set_matmul_precision(config.matmul).map_err(|e| {
+            TrainError::Config {
+                field: "matmul",
+                reason: e.to_string(),
+            }
+        })?;
         let replicas = self.devices.len();
         fs::create_dir_all(&self.run_dir).map_err(|e| TrainError::io(&self.run_dir, e))?;
         remove_stale_temporaries(&self.run_dir)?;

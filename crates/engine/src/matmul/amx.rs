@@ -25,8 +25,6 @@
 //! call. Linux grants a process the tile state only on request (`arch_prctl`), made once in
 //! [`available`].
 
-use std::sync::OnceLock;
-
 /// Rows from which a bf16 product runs on the tiles; fewer stay on the AVX-512 widening
 /// kernel. Measured on the 2-vCPU Xeon this was written on (`examples/amx.rs`, one thread,
 /// widths 256–1024, weights in L2/L3): a `TDPBF16PS` cost the same whatever its rows (≈ 40–100
@@ -34,47 +32,10 @@ use std::sync::OnceLock;
 /// 12–32 rows, 0.79–1.07x at 8 and 1.5–2x at 2; at one row the same.
 pub(crate) const MIN_ROWS: usize = 12;
 
-/// Whether this CPU has AMX-TILE and AMX-BF16 and the OS lets this process use them (asked
-/// once; the answer is kept).
+/// Whether this CPU has AMX-TILE and AMX-BF16 and the OS lets this process use them (the
+/// training products' answer, asked once and kept).
 pub(crate) fn available() -> bool {
-    static AMX: OnceLock<bool> = OnceLock::new();
-    *AMX.get_or_init(detect)
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn detect() -> bool {
-    use std::arch::x86_64::{__cpuid, __cpuid_count};
-    // Leaf 7 is read only when the CPU has it.
-    let max_leaf = __cpuid(0).eax;
-    let edx = if max_leaf >= 7 {
-        __cpuid_count(7, 0).edx
-    } else {
-        0
-    };
-    let (amx_bf16, amx_tile) = ((edx >> 22) & 1 == 1, (edx >> 24) & 1 == 1);
-    if max_leaf < 7 || !amx_bf16 || !amx_tile {
-        return false;
-    }
-    // Linux's ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA (arch/x86/include/uapi/asm/prctl.h).
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: this arch_prctl only asks for a permission of this process; no memory is passed.
-    let granted = unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        )
-    } == 0;
-    if !granted {
-        tracing::debug!("the CPU has AMX-BF16 but the kernel did not grant the tile state");
-    }
-    granted
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn detect() -> bool {
-    false
+    voxspec_nn::bf16_gemm::amx_available()
 }
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]

@@ -29,23 +29,7 @@ pub(crate) const K_ALIGN: usize = 32;
 #[repr(C, align(64))]
 pub(crate) struct Bf16Row(pub(crate) [u16; NR]);
 
-/// `v` rounded to bf16 (nearest, ties to even); NaN stays a (quiet) NaN, ±∞ stays ±∞, and
-/// finite values past bf16's largest round to ±∞ as IEEE rounding does.
-#[inline]
-pub fn f32_to_bf16(v: f32) -> u16 {
-    let bits = v.to_bits();
-    if v.is_nan() {
-        return ((bits >> 16) | 0x0040) as u16;
-    }
-    let lsb = (bits >> 16) & 1;
-    (bits.wrapping_add(0x7fff + lsb) >> 16) as u16
-}
-
-/// The f32 a bf16 value stands for (exact).
-#[inline]
-pub fn bf16_to_f32(b: u16) -> f32 {
-    f32::from_bits(u32::from(b) << 16)
-}
+pub use voxspec_nn::bf16_gemm::{bf16_to_f32, f32_to_bf16};
 
 /// Cache lines per packed panel of a `k`-row weight: `k` rounded up to [`K_ALIGN`].
 pub(crate) fn lines_per_panel(k: usize) -> usize {
