@@ -470,22 +470,44 @@ fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// The 64-byte operand of AMX's `LDTILECFG` (palette 1): tiles 0–7, each 64 bytes wide, with
+/// the given rows.
+#[repr(C, align(64))]
+#[derive(Debug, Clone)]
+pub struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    /// Bytes per row of each tile.
+    colsb: [u16; 16],
+    /// Rows of each tile.
+    rows: [u8; 16],
+}
+
+impl TileConfig {
+    /// Tiles 0–7 of `rows[t]` rows (at most 16) and 64 bytes per row; the other tiles unused.
+    pub fn new(rows: [u8; 8]) -> Self {
+        let mut c = Self {
+            palette: 1,
+            start_row: 0,
+            reserved: [0; 14],
+            colsb: [0; 16],
+            rows: [0; 16],
+        };
+        for (t, &r) in rows.iter().enumerate() {
+            c.colsb[t] = 64;
+            c.rows[t] = r.min(16);
+        }
+        c
+    }
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod amx {
     use std::arch::asm;
     use std::ops::Range;
 
-    /// The 64-byte operand of `LDTILECFG` (palette 1).
-    #[repr(C, align(64))]
-    struct TileConfig {
-        palette: u8,
-        start_row: u8,
-        reserved: [u8; 14],
-        /// Bytes per row of each tile.
-        colsb: [u16; 16],
-        /// Rows of each tile.
-        rows: [u8; 16],
-    }
+    use super::TileConfig;
 
     /// `c = a[.., ks] · b[ks, ..]` for one chunk of `rows` rows (a multiple of 32), added to
     /// `c` unless `ks` starts at 0.
@@ -510,17 +532,7 @@ mod amx {
         c: &mut [f32],
     ) {
         debug_assert!(a.len() >= rows * kp && b.len() >= np * kp && c.len() >= rows * np);
-        let mut config = TileConfig {
-            palette: 1,
-            start_row: 0,
-            reserved: [0; 14],
-            colsb: [0; 16],
-            rows: [0; 16],
-        };
-        for t in 0..8 {
-            config.colsb[t] = 64;
-            config.rows[t] = 16;
-        }
+        let config = TileConfig::new([16; 8]);
         let a_stride = kp * 2;
         let b_stride = 64usize;
         let c_stride = np * 4;

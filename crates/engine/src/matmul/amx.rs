@@ -49,23 +49,12 @@ mod tiles {
 
     use super::super::bf16::{Bf16Row, K_ALIGN, bf16_to_f32, f32_to_bf16, lines_per_panel};
     use super::super::{NR, OutPtr};
+    use voxspec_nn::bf16_gemm::TileConfig;
 
     /// Rows of a tile.
     const TILE_ROWS: usize = 16;
     /// Columns of a group: two panels, four accumulator tiles.
     const GROUP_COLS: usize = 2 * NR;
-
-    /// The 64-byte operand of `LDTILECFG` (palette 1).
-    #[repr(C, align(64))]
-    struct TileConfig {
-        palette: u8,
-        start_row: u8,
-        reserved: [u8; 14],
-        /// Bytes per row of each tile.
-        colsb: [u16; 16],
-        /// Rows of each tile.
-        rows: [u8; 16],
-    }
 
     /// Per-thread buffers: the rows' activations as bf16 high and low parts, `[rows, kpad]`.
     #[derive(Default)]
@@ -189,18 +178,8 @@ mod tiles {
 
     /// Tiles 0–3 (C) and 4–5 (A) of `rows` rows, 6–7 (B) of 16 rows, all 64 bytes wide.
     fn config(rows: usize) -> TileConfig {
-        let mut c = TileConfig {
-            palette: 1,
-            start_row: 0,
-            reserved: [0; 14],
-            colsb: [0; 16],
-            rows: [0; 16],
-        };
-        for t in 0..8 {
-            c.colsb[t] = 64;
-            c.rows[t] = if t < 6 { rows as u8 } else { TILE_ROWS as u8 };
-        }
-        c
+        let r = rows as u8;
+        TileConfig::new([r, r, r, r, r, r, TILE_ROWS as u8, TILE_ROWS as u8])
     }
 
     /// `acc[.., 0..32] = x · panel p`, and `acc[.., 32..64] = x · panel p + 1` when `pair`,
