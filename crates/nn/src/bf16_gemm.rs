@@ -220,11 +220,8 @@ pub fn matmul(a: MatRef<'_>, b: MatRef<'_>, kernel: Bf16Kernel) -> Vec<f32> {
         n.next_multiple_of(BLOCK),
     );
     let (mut pa, mut pb) = SCRATCH.with_borrow_mut(std::mem::take);
-    let t0 = std::time::Instant::now();
     pack_a(a, mp, kp, scratch(&mut pa, mp * kp, m < mp || k < kp));
-    let t1 = std::time::Instant::now();
     pack_b(b, kp, np, scratch(&mut pb, np * kp, n < np || k < kp));
-    let t2 = std::time::Instant::now();
     let mut c = vec![0f32; mp * np];
     // K in blocks of KC: a block of a chunk's rows (at most 256 KiB of bf16) stays in L2 and a
     // 32-column slice of B (32 KiB) in L1 while the column blocks pass; the chunks are at
@@ -254,14 +251,6 @@ pub fn matmul(a: MatRef<'_>, b: MatRef<'_>, kernel: Bf16Kernel) -> Vec<f32> {
             }
         });
     SCRATCH.with_borrow_mut(|s| *s = (pa, pb));
-    if std::env::var_os("BF16_TIMING").is_some() {
-        eprintln!(
-            "pack_a {:?} pack_b {:?} compute {:?}",
-            t1 - t0,
-            t2 - t1,
-            t2.elapsed()
-        );
-    }
     if n == np {
         c.truncate(m * n);
         c
