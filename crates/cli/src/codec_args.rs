@@ -309,10 +309,14 @@ pub struct EvalArgs {
     /// Utterances whose audio --save-audio writes.
     #[arg(long, default_value_t = 3)]
     pub(crate) save_count: usize,
-    /// SoCodec: the vocoder that renders the log-mel.
+    /// A codes → log-mel decoder (`codec train-mel` output): the first row renders the
+    /// codec's codes through it and the vocoder, the second through the codec's own decoder.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) mel_decoder: Option<PathBuf>,
+    /// SoCodec or --mel-decoder: the vocoder that renders the log-mel.
     #[arg(long, value_name = "DIR", default_value = crate::common::DEFAULT_VOCODER)]
     pub(crate) vocoder: PathBuf,
-    /// SoCodec: render with Griffin-Lim instead of the vocoder.
+    /// SoCodec or --mel-decoder: render with Griffin-Lim instead of the vocoder.
     #[arg(long)]
     pub(crate) griffin_lim: bool,
     #[command(flatten)]

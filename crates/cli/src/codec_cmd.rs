@@ -36,6 +36,7 @@ pub enum CodecCommand {
     Extract(ExtractArgs),
     Fill(crate::codec_args::FillArgs),
     Eval(crate::codec_args::EvalArgs),
+    TrainMel(crate::codec_mel::TrainMelArgs),
     PlotStreams(crate::socodec_cmd::StreamsPlotArgs),
 }
 
@@ -58,6 +59,7 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
         CodecCommand::Fill(args) => fill(args),
         CodecCommand::Eval(args) if is_socodec(&args.codec) => crate::socodec_cmd::eval(&args),
         CodecCommand::Eval(args) => crate::codec_eval::run(args),
+        CodecCommand::TrainMel(args) => crate::codec_mel::train(args),
         CodecCommand::PlotStreams(args) => crate::socodec_cmd::plot_streams(args),
     }
 }

@@ -18,6 +18,17 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let split = EvalSplit::read(&args.data, &args.split, args.max_utts, &teacher)?;
     let judge = args.asr.judge()?;
+    let mel = match &args.mel_decoder {
+        Some(dir) => Some(
+            voxspec_codec::MelSpeech::load(
+                dir,
+                (!args.griffin_lim).then_some(args.vocoder.as_path()),
+                &device,
+            )
+            .map_err(|e| anyhow::anyhow!("loading the mel decoder {}: {e}", dir.display()))?,
+        ),
+        None => None,
+    };
     println!(
         "codec {}: {} × {} codes at {} Hz ({} Hz); teacher {} at {} Hz; {} {} utterances",
         args.codec.display(),
@@ -39,6 +50,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         save_audio: args.save_audio.as_deref(),
         save_count: args.save_count,
         judge: judge.as_ref(),
+        mel: mel.as_ref(),
     };
     let report = evaluate_codec(
         &model,

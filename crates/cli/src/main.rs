@@ -14,6 +14,7 @@ mod bench_pipeline;
 mod codec_args;
 mod codec_cmd;
 mod codec_eval;
+mod codec_mel;
 mod common;
 mod device;
 mod eval_cmd;

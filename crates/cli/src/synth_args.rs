@@ -27,6 +27,18 @@ pub struct ModelArgs {
     /// Codec model directory [default: <EXP>/codec, else checkpoints/codec-minitts].
     #[arg(long, value_name = "DIR")]
     pub codec: Option<PathBuf>,
+    /// Codes → log-mel decoder (`voxspec codec train-mel`) that renders the codes in place of
+    /// the codec's decoder [default: <EXP>/mel_decoder when there is one].
+    #[arg(long, value_name = "DIR", conflicts_with = "codec_decoder")]
+    pub mel_decoder: Option<PathBuf>,
+    /// Vocoder that renders the mel decoder's log-mel [default: <EXP>/vocoder when there is
+    /// one, else Griffin-Lim].
+    #[arg(long, value_name = "DIR")]
+    pub vocoder: Option<PathBuf>,
+    /// Render the codes with the codec's own decoder even when the experiment has a mel
+    /// decoder.
+    #[arg(long)]
+    pub codec_decoder: bool,
     /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`)
     /// [default: <EXP>/transitions.safetensors].
     #[arg(long, value_name = "FILE")]
@@ -52,6 +64,12 @@ impl ModelArgs {
             nar: self.nar.clone().unwrap_or(defaults.nar),
             codec: self.codec.clone().unwrap_or(defaults.codec),
             transitions: self.transitions.clone().unwrap_or(defaults.transitions),
+            mel_decoder: if self.codec_decoder {
+                None
+            } else {
+                self.mel_decoder.clone().or(defaults.mel_decoder)
+            },
+            vocoder: self.vocoder.clone().or(defaults.vocoder),
             engine: self.engine,
         }
     }

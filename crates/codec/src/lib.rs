@@ -10,11 +10,14 @@
 //!   or RQ) at a long frame shift, a global voice vector, log-mel out; its training task.
 //! - The Vocos-style vocoder and Griffin-Lim ([`vocoder`]); [`Vocoder`] turns host log-mels (or
 //!   audio, analysis–resynthesis) into samples (`checkpoints/vocoder-minitts` is a trained one).
+//! - The codes → log-mel decoder ([`mel_decoder`]): the RVQ codec's codes rendered as the
+//!   vocoder's log-mel, then by the vocoder or Griffin-Lim ([`MelSpeech`]).
 //! - Quality metrics of a resynthesis ([`metrics`], [`voiced`]): an MFCC-based mel-cepstral
 //!   distortion, and the same on voiced frames with the F0 error there.
 
 pub mod error;
 pub mod losses;
+pub mod mel_decoder;
 pub mod metrics;
 pub mod quant;
 pub mod socodec;
@@ -24,6 +27,7 @@ pub mod voiced;
 
 pub use error::CodecError;
 pub use error::{MetricsError, VocoderError};
+pub use mel_decoder::{MelDecoder, MelDecoderConfig, MelSpeech, load_mel_decoder};
 pub use metrics::{McdConfig, McdScore, MelCepstralDistortion};
 pub use quant::{
     EuclideanCodebook, OrderedProductQuantizer, ProductQuantizer, Quantizer, QuantizerMetrics,

@@ -9,8 +9,8 @@ use burn::tensor::Device;
 use serde::Serialize;
 use voxspec_audio::{Audio, PitchConfig, WavFormat};
 use voxspec_codec::{
-    McdConfig, MelCepstralDistortion, SpeechTokenizer, SpeechTokenizerConfig, VoicedMetrics,
-    VoicedScore,
+    McdConfig, MelCepstralDistortion, MelSpeech, SpeechTokenizer, SpeechTokenizerConfig,
+    VoicedMetrics, VoicedScore,
 };
 use voxspec_data::{Progress, Utterance};
 use voxspec_teacher::ctc::CtcTeacher;
@@ -34,6 +34,9 @@ pub struct CodecEvalSettings<'a> {
     pub save_count: usize,
     /// The independent recogniser, when it runs.
     pub judge: Option<&'a AsrJudge>,
+    /// A codes → log-mel decoder and its renderer: the first row renders the codec's codes
+    /// through it, the second through the codec's own decoder (all layers).
+    pub mel: Option<&'a MelSpeech>,
 }
 
 /// Scores of one utterance.
@@ -71,6 +74,8 @@ pub struct CodecEvalReport {
     pub teacher_sample_rate: u32,
     pub n_q: usize,
     pub frame_rate: f32,
+    /// What the two resynthesis rows (`*_full`, `*_rvq1`) are.
+    pub rows: [String; 2],
     pub mcd_definition: &'static str,
     pub mcd_config: McdConfig,
     /// Mean over utterances of each utterance's mean per-frame MCD (dB).
@@ -124,15 +129,38 @@ impl Resynthesis {
 }
 
 /// Encodes `samples` with every RVQ layer and decodes with all of them and with RVQ-1 alone,
-/// both trimmed to the input length.
+/// both trimmed to the input length; with `mel`, renders all layers through it and through the
+/// codec's decoder instead.
 fn resynthesise(
     model: &SpeechTokenizer,
+    mel: Option<&MelSpeech>,
     samples: Vec<f32>,
     rate: u32,
     device: &Device,
 ) -> Result<Resynthesis> {
     if samples.is_empty() {
         return Err(EvalError::input("the audio is empty"));
+    }
+    if let Some(mel) = mel {
+        let n = samples.len();
+        let codes = voxspec_codec::speechtokenizer::prepare::encode_codes(
+            model,
+            &samples,
+            model.n_q(),
+            device,
+        )?;
+        let rows: Vec<Vec<u32>> = (0..codes.n_q).map(|q| codes.stream(q).to_vec()).collect();
+        let mut rendered = mel.synthesize(&rows)?;
+        rendered.resize(n, 0.0);
+        let mut own = model.resynthesize(&samples, &[model.n_q()], device)?;
+        let own = own
+            .pop()
+            .ok_or_else(|| EvalError::input("the codec returned no resynthesis"))?;
+        return Ok(Resynthesis {
+            reference: Audio::new(samples, rate),
+            full: Audio::new(rendered, rate),
+            rvq1: Audio::new(own, rate),
+        });
     }
     let mut outs = model.resynthesize(&samples, &[model.n_q(), 1], device)?;
     let (rvq1, full) = (outs.pop(), outs.pop());
@@ -230,6 +258,31 @@ pub fn evaluate_codec(
     device: &Device,
 ) -> Result<CodecEvalReport> {
     let rate = config.sample_rate;
+    if let Some(mel) = settings.mel
+        && mel.sample_rate() != rate
+    {
+        return Err(EvalError::input(format!(
+            "the mel decoder renders {} Hz but the codec runs at {rate} Hz",
+            mel.sample_rate()
+        )));
+    }
+    let rows = match settings.mel {
+        Some(mel) => [
+            format!(
+                "mel decoder ({} RVQ layers) + {}",
+                mel.config().n_q,
+                match mel.renderer() {
+                    voxspec_codec::mel_decoder::MelRenderer::Vocoder(_) => "vocoder",
+                    voxspec_codec::mel_decoder::MelRenderer::GriffinLim(_) => "Griffin-Lim",
+                }
+            ),
+            format!("codec decoder, all {} RVQ layers", model.n_q()),
+        ],
+        None => [
+            format!("codec, all {} RVQ layers", model.n_q()),
+            "codec, RVQ-1 only".to_string(),
+        ],
+    };
     let mcd_config = McdConfig::new();
     let mcd = mcd_config.init(rate)?;
     let voiced = VoicedMetrics::new(mcd.clone(), PitchConfig::default())?;
@@ -248,7 +301,7 @@ pub fn evaluate_codec(
     for (i, u) in split.utterances.iter().enumerate() {
         let one = || -> Result<_> {
             let samples = voxspec_audio::load_resampled(Path::new(&u.path), rate)?.samples;
-            let r = resynthesise(model, samples, rate, device)?;
+            let r = resynthesise(model, settings.mel, samples, rate, device)?;
             let own = split.own(teacher, u)?;
             if let Some(dir) = &judge_dir {
                 for (name, audio) in r.named() {
@@ -311,6 +364,7 @@ pub fn evaluate_codec(
         teacher_sample_rate: teacher.sample_rate(),
         n_q: model.n_q(),
         frame_rate: config.frame_rate(),
+        rows,
         mcd_definition: MCD_DEFINITION,
         mcd_config,
         mcd_full_db: scores.iter().map(|s| s.mcd_full_db).sum::<f64>() / n,

@@ -118,8 +118,8 @@ impl CodecEvalReport {
         );
         let _ = writeln!(
             out,
-            "| codec, all {} RVQ layers | {:.2} | {} | {:.2} | {:.1} | {} |",
-            self.n_q,
+            "| {} | {:.2} | {} | {:.2} | {:.1} | {} |",
+            self.rows[0],
             self.mcd_full_db,
             voiced_cells(&self.voiced_full),
             100.0 * self.cer_full,
@@ -128,7 +128,8 @@ impl CodecEvalReport {
         );
         let _ = writeln!(
             out,
-            "| codec, RVQ-1 only | {:.2} | {} | {:.2} | {:.1} | {} |",
+            "| {} | {:.2} | {} | {:.2} | {:.1} | {} |",
+            self.rows[1],
             self.mcd_rvq1_db,
             voiced_cells(&self.voiced_rvq1),
             100.0 * self.cer_rvq1,

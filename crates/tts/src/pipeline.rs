@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_audio::Audio;
-use voxspec_codec::{SpeechTokenizer, SpeechTokenizerConfig, load_codec};
+use voxspec_codec::{MelSpeech, SpeechTokenizer, SpeechTokenizerConfig, load_codec};
 use voxspec_data::TextTokenizer;
 use voxspec_engine::NativeNar;
 use voxspec_infer::{Decoder, Generation, Limits, Request, SamplerConfig};
@@ -41,6 +41,11 @@ pub struct ModelPaths {
     pub codec: PathBuf,
     /// Stream-0 transition matrix for Viterbi decoding (`voxspec stats transitions`).
     pub transitions: PathBuf,
+    /// A codes → log-mel decoder (`voxspec codec train-mel`) that renders the codes in place
+    /// of the codec's own decoder; `None`: the codec's decoder.
+    pub mel_decoder: Option<PathBuf>,
+    /// The vocoder that renders the mel decoder's log-mel; `None`: Griffin-Lim.
+    pub vocoder: Option<PathBuf>,
     /// Implementation that runs the AR model, the draft and the NAR model.
     pub engine: EngineKind,
 }
@@ -49,11 +54,19 @@ impl ModelPaths {
     /// The layout `recipes/libritts/train_mtp.sh` writes (and the shipped
     /// `checkpoints/kathleen` has): `<exp>/ar`, `<exp>/nar`, `<exp>/transitions.safetensors`,
     /// the codec `<exp>/codec` (the recipe links the codec its tokens came from there; without
-    /// one, the shipped `checkpoints/codec-minitts`), the native engine.
+    /// one, the shipped `checkpoints/codec-minitts`), the mel decoder `<exp>/mel_decoder` and its
+    /// vocoder `<exp>/vocoder` when they are there, the native engine.
     pub fn experiment(exp: impl AsRef<Path>) -> Self {
         let exp = exp.as_ref();
         let codec = exp.join("codec");
+        let model_dir = |name: &str| {
+            let dir = exp.join(name);
+            dir.join("config.json").is_file().then_some(dir)
+        };
+        let mel_decoder = model_dir("mel_decoder");
         Self {
+            vocoder: mel_decoder.as_ref().and_then(|_| model_dir("vocoder")),
+            mel_decoder,
             ar: exp.join("ar"),
             nar: exp.join("nar"),
             codec: if codec.join("config.json").is_file() {
@@ -110,6 +123,8 @@ pub struct Pipeline {
     pub codec: SpeechTokenizer,
     /// The codec's config (sample rate, hop, codebook).
     pub codec_config: SpeechTokenizerConfig,
+    /// The mel decoder and its renderer, when they replace the codec's decoder.
+    pub mel: Option<MelSpeech>,
 }
 
 /// A reference recording: its codes `[n_q][frames]` and, when known, its transcript's ids.
@@ -197,6 +212,34 @@ impl Pipeline {
                 codec_config.n_q
             )));
         }
+        let mel = match &paths.mel_decoder {
+            Some(dir) => {
+                let mel = MelSpeech::load(dir, paths.vocoder.as_deref(), device)
+                    .map_err(TtsError::load("the mel decoder", dir))?;
+                let c = mel.config();
+                if c.codebook_size != codec_config.codebook_size
+                    || c.n_q > codec_config.n_q
+                    || c.codec_hop != codec_config.hop_length()
+                    || mel.sample_rate() != codec_config.sample_rate
+                {
+                    return Err(TtsError::Incompatible(format!(
+                        "the mel decoder {} reads {} layers of {} codes, {} samples a frame at {}                          Hz; the codec {} has {} of {}, {} at {} Hz",
+                        dir.display(),
+                        c.n_q,
+                        c.codebook_size,
+                        c.codec_hop,
+                        mel.sample_rate(),
+                        paths.codec.display(),
+                        codec_config.n_q,
+                        codec_config.codebook_size,
+                        codec_config.hop_length(),
+                        codec_config.sample_rate
+                    )));
+                }
+                Some(mel)
+            }
+            None => None,
+        };
         Ok(Self {
             device: device.clone(),
             tokenizer,
@@ -206,6 +249,7 @@ impl Pipeline {
             nar_engine,
             codec,
             codec_config,
+            mel,
         })
     }
 
@@ -631,11 +675,17 @@ impl Pipeline {
         }
     }
 
-    /// Codes `[n_q][frames]` → `frames · hop` samples through the codec decoder.
+    /// Codes `[n_q][frames]` → `frames · hop` samples through the mel decoder and its renderer
+    /// when the pipeline has one, else through the codec decoder.
     ///
     /// # Errors
-    /// The codec's, naming its stage; [`TtsError::TensorRead`].
+    /// The codec's or the mel decoder's, naming its stage; [`TtsError::TensorRead`].
     pub fn decode_codes(&self, codes: &[Vec<u32>]) -> Result<Vec<f32>> {
+        if let Some(mel) = &self.mel {
+            return mel
+                .synthesize(codes)
+                .map_err(TtsError::stage("the mel decoder"));
+        }
         let wave = self
             .codec
             .decode(self.codes_tensor(codes, 0, codes.first().map_or(0, Vec::len)))

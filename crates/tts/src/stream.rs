@@ -88,7 +88,11 @@ pub struct SpeechStream<'p> {
     track: Option<Vec<u32>>,
     /// Every layer of every frame when the NAR ran over the whole utterance.
     whole: Option<Vec<Vec<u32>>>,
-    codec: DecodeStream<'p>,
+    /// The codec's incremental decoder; `None` when a mel decoder renders the codes.
+    codec: Option<DecodeStream<'p>>,
+    /// With a mel decoder: every layer of the frames made so far, rendered as one piece when
+    /// the last frame is in (the vocoder and Griffin-Lim take the whole utterance).
+    mel_codes: Vec<Vec<u32>>,
     /// Frames whose codes went to the codec.
     pushed: usize,
     done: bool,
@@ -119,10 +123,14 @@ impl Pipeline {
             }
             _ => None,
         };
-        let codec = self
-            .codec
-            .decode_stream()
-            .map_err(TtsError::stage("the codec decoder"))?;
+        let codec = match self.mel {
+            Some(_) => None,
+            None => Some(
+                self.codec
+                    .decode_stream()
+                    .map_err(TtsError::stage("the codec decoder"))?,
+            ),
+        };
         Ok(SpeechStream {
             pipeline: self,
             config,
@@ -132,6 +140,7 @@ impl Pipeline {
             track,
             whole,
             codec,
+            mel_codes: Vec::new(),
             pushed: 0,
             done: false,
         })
@@ -221,11 +230,7 @@ impl SpeechStream<'_> {
         let total = self.first.len();
         if self.pushed >= total {
             self.done = true;
-            let tail = self
-                .codec
-                .finish()
-                .map_err(TtsError::stage("the codec decoder"))?;
-            return Ok(Some(tail));
+            return self.finish().map(Some);
         }
         let size = if self.pushed == 0 {
             self.config.first_frames
@@ -233,8 +238,8 @@ impl SpeechStream<'_> {
             self.config.chunk_frames
         };
         let (from, to) = (self.pushed, (self.pushed + size).min(total));
-        let codes = match &self.whole {
-            Some(all) => self.pipeline.codes_tensor(all, from, to),
+        let (window, offset) = match &self.whole {
+            Some(_) => (None, from),
             None => {
                 let context = match self.config.nar {
                     NarWindow::Sliding { context } => context,
@@ -249,22 +254,46 @@ impl SpeechStream<'_> {
                     &self.first[lo..hi],
                     track,
                 )?;
-                self.pipeline.codes_tensor(&window, from - lo, to - lo)
+                (Some(window), from - lo)
             }
         };
-        let mut audio = self
-            .codec
-            .push(codes)
-            .map_err(TtsError::stage("the codec decoder"))?;
+        let codes: &[Vec<u32>] = match (&window, &self.whole) {
+            (Some(w), _) => w,
+            (None, Some(all)) => all,
+            (None, None) => return Err(TtsError::Config("no codes for the stream".into())),
+        };
+        let n = to - from;
+        let mut audio = match &mut self.codec {
+            Some(codec) => codec
+                .push(self.pipeline.codes_tensor(codes, offset, offset + n))
+                .map_err(TtsError::stage("the codec decoder"))?,
+            None => {
+                if self.mel_codes.is_empty() {
+                    self.mel_codes = vec![Vec::with_capacity(total); codes.len()];
+                }
+                for (acc, layer) in self.mel_codes.iter_mut().zip(codes) {
+                    acc.extend_from_slice(&layer[offset..offset + n]);
+                }
+                Vec::new()
+            }
+        };
         self.pushed = to;
         if to == total {
             self.done = true;
-            audio.extend(
-                self.codec
-                    .finish()
-                    .map_err(TtsError::stage("the codec decoder"))?,
-            );
+            audio.extend(self.finish()?);
         }
         Ok(Some(audio))
+    }
+
+    /// The audio still held: the codec's last frames, or the whole utterance through the mel
+    /// decoder.
+    fn finish(&mut self) -> Result<Vec<f32>> {
+        match &mut self.codec {
+            Some(codec) => codec.finish().map_err(TtsError::stage("the codec decoder")),
+            None if self.mel_codes.is_empty() => Ok(Vec::new()),
+            None => self
+                .pipeline
+                .decode_codes(&std::mem::take(&mut self.mel_codes)),
+        }
     }
 }

@@ -188,17 +188,14 @@ impl VocosConfig {
         let pad = PaddingConfig1d::Explicit(self.kernel_size / 2, self.kernel_size / 2);
         let n_bins = self.n_fft / 2 + 1;
         let blocks = (0..self.n_layers)
-            .map(|_| ConvNextBlock {
-                dwconv: Conv1dConfig::new(self.dim, self.dim, self.kernel_size)
-                    .with_groups(self.dim)
-                    .with_padding(pad.clone())
-                    .init(device),
-                norm: LayerNormConfig::new(self.dim)
-                    .with_epsilon(1e-6)
-                    .init(device),
-                up: LinearConfig::new(self.dim, self.intermediate_dim).init(device),
-                down: LinearConfig::new(self.intermediate_dim, self.dim).init(device),
-                gamma: Param::from_tensor(Tensor::full([self.dim], self.layer_scale_init, device)),
+            .map(|_| {
+                ConvNextBlock::new(
+                    self.dim,
+                    self.intermediate_dim,
+                    self.kernel_size,
+                    self.layer_scale_init,
+                    device,
+                )
             })
             .collect();
         Ok(Vocos {
@@ -236,6 +233,28 @@ pub struct ConvNextBlock {
 }
 
 impl ConvNextBlock {
+    /// A block of width `dim`, pointwise expansion `intermediate_dim`, depthwise kernel
+    /// `kernel_size` (odd; "same" padding) and layer scale γ initialised to `layer_scale`.
+    pub fn new(
+        dim: usize,
+        intermediate_dim: usize,
+        kernel_size: usize,
+        layer_scale: f32,
+        device: &Device,
+    ) -> Self {
+        let pad = PaddingConfig1d::Explicit(kernel_size / 2, kernel_size / 2);
+        Self {
+            dwconv: Conv1dConfig::new(dim, dim, kernel_size)
+                .with_groups(dim)
+                .with_padding(pad)
+                .init(device),
+            norm: LayerNormConfig::new(dim).with_epsilon(1e-6).init(device),
+            up: LinearConfig::new(dim, intermediate_dim).init(device),
+            down: LinearConfig::new(intermediate_dim, dim).init(device),
+            gamma: Param::from_tensor(Tensor::full([dim], layer_scale, device)),
+        }
+    }
+
     /// # Shapes
     /// - `x`: `[batch, dim, frames]`
     /// - output: `[batch, dim, frames]`

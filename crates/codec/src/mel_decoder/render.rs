@@ -1,0 +1,151 @@
+//! Codes → samples through a loaded mel decoder and a renderer: the vocoder whose front end the
+//! decoder predicts, or Griffin-Lim on the same mel settings.
+
+use std::path::Path;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use super::model::{MelDecoder, MelDecoderConfig};
+use super::train::load_mel_decoder;
+use crate::error::VocoderError;
+use crate::vocoder::{GriffinLimConfig, Vocoder, griffin_lim_from_log_mel};
+
+/// What turns the predicted log-mel into samples.
+#[derive(Debug)]
+pub enum MelRenderer {
+    /// A trained vocoder with the decoder's mel front end.
+    Vocoder(Box<Vocoder>),
+    /// Griffin-Lim on the pseudo-inverted mel.
+    GriffinLim(GriffinLimConfig),
+}
+
+/// A mel decoder and its renderer on one device: codes in, samples out.
+#[derive(Debug)]
+pub struct MelSpeech {
+    config: MelDecoderConfig,
+    model: MelDecoder,
+    renderer: MelRenderer,
+    device: Device,
+}
+
+impl MelSpeech {
+    /// Wraps a decoder and a renderer.
+    ///
+    /// # Errors
+    /// [`VocoderError::InvalidConfig`] when the vocoder takes another log-mel than the decoder
+    /// predicts.
+    pub fn new(
+        config: MelDecoderConfig,
+        model: MelDecoder,
+        renderer: MelRenderer,
+        device: &Device,
+    ) -> Result<Self, VocoderError> {
+        if let MelRenderer::Vocoder(v) = &renderer
+            && !config.fits(v.config())
+        {
+            return Err(VocoderError::InvalidConfig {
+                field: "mel",
+                reason: format!(
+                    "the vocoder takes {:?} but the mel decoder predicts {:?}",
+                    v.config().mel_config(),
+                    config.mel
+                ),
+            });
+        }
+        Ok(Self {
+            config,
+            model,
+            renderer,
+            device: device.clone(),
+        })
+    }
+
+    /// Loads a mel decoder directory (`voxspec codec train-mel` output) and the vocoder in
+    /// `vocoder`, or Griffin-Lim when `vocoder` is `None`.
+    ///
+    /// # Errors
+    /// The training crate's errors naming the file; a vocoder of another mel front end.
+    pub fn load(
+        dir: &Path,
+        vocoder: Option<&Path>,
+        device: &Device,
+    ) -> voxspec_train::Result<Self> {
+        let (config, model) = load_mel_decoder(dir, device)?;
+        let renderer = match vocoder {
+            Some(v) => MelRenderer::Vocoder(Box::new(Vocoder::load(v, device)?)),
+            None => MelRenderer::GriffinLim(GriffinLimConfig::default()),
+        };
+        Self::new(config, model, renderer, device).map_err(voxspec_train::TrainError::task)
+    }
+
+    /// The decoder's configuration.
+    pub fn config(&self) -> &MelDecoderConfig {
+        &self.config
+    }
+
+    /// The sample rate of the output.
+    pub fn sample_rate(&self) -> u32 {
+        self.config.mel.sample_rate
+    }
+
+    /// The renderer.
+    pub fn renderer(&self) -> &MelRenderer {
+        &self.renderer
+    }
+
+    /// The predicted log-mel of `codes`.
+    ///
+    /// # Shapes
+    /// `codes: [n_q' ≥ n_q][frames]` → (`[frames · u, n_mels]` row-major, frame-major; `frames
+    /// · u`)
+    ///
+    /// # Errors
+    /// As [`MelDecoder::forward`]; [`VocoderError::Shape`] for ragged layers.
+    pub fn log_mel(&self, codes: &[Vec<u32>]) -> Result<(Vec<f32>, usize), VocoderError> {
+        let frames = codes.first().map_or(0, Vec::len);
+        if codes.iter().any(|row| row.len() != frames) {
+            return Err(VocoderError::Shape {
+                what: "codes [n_q][frames]",
+                expected: format!("{} layers of {frames} frames", codes.len()),
+                found: codes.iter().map(Vec::len).collect(),
+            });
+        }
+        let n_q = codes.len().min(self.model.n_q());
+        let flat: Vec<i64> = codes[..n_q]
+            .iter()
+            .flat_map(|row| row.iter().map(|&c| i64::from(c)))
+            .collect();
+        let x: Tensor<3, Int> =
+            Tensor::from_data(TensorData::new(flat, [n_q, 1, frames]), &self.device);
+        let mel = self.model.forward(x)?; // [1, n_mels, F]
+        let [_, n_mels, mel_frames] = mel.dims();
+        let mel = mel
+            .reshape([n_mels, mel_frames])
+            .swap_dims(0, 1) // [F, n_mels]
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .map_err(|e| VocoderError::TensorRead {
+                what: "mel decoder log-mel",
+                reason: format!("{e:?}"),
+            })?;
+        Ok((mel, mel_frames))
+    }
+
+    /// Samples of `codes`: `frames · codec_hop` at [`Self::sample_rate`].
+    ///
+    /// # Errors
+    /// As [`MelSpeech::log_mel`], the vocoder and Griffin-Lim.
+    pub fn synthesize(&self, codes: &[Vec<u32>]) -> Result<Vec<f32>, VocoderError> {
+        let (mel, mel_frames) = self.log_mel(codes)?;
+        let n_mels = self.config.mel.n_mels;
+        let len = mel_frames * self.config.mel.hop_length;
+        let mut wave = match &self.renderer {
+            MelRenderer::Vocoder(v) => v.synthesize(&mel, n_mels, mel_frames)?,
+            MelRenderer::GriffinLim(gl) => {
+                griffin_lim_from_log_mel(&self.config.mel, &mel, mel_frames, gl)?.wave
+            }
+        };
+        wave.resize(len, 0.0);
+        Ok(wave)
+    }
+}

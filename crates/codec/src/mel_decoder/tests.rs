@@ -1,0 +1,237 @@
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use voxspec_train::{BatchSource, TrainConfig, TrainTask, Trainer};
+
+use super::*;
+use crate::vocoder::{Vocoder, VocosConfig};
+
+/// A decoder of `n_q` layers of 16 codes, hop `codec_hop`, onto the tiny vocoder's mel (hop 64).
+fn tiny(n_q: usize, codec_hop: usize) -> MelDecoderConfig {
+    MelDecoderConfig::for_vocoder(n_q, 16, codec_hop, &VocosConfig::tiny())
+        .with_dim(16)
+        .with_intermediate_dim(32)
+        .with_n_code_blocks(1)
+        .with_n_mel_blocks(1)
+}
+
+fn codes(rows: &[Vec<i64>], device: &Device) -> Tensor<3, Int> {
+    let (n_q, frames) = (rows.len(), rows[0].len());
+    let flat: Vec<i64> = rows.iter().flatten().copied().collect();
+    Tensor::from_data(TensorData::new(flat, [n_q, 1, frames]), device)
+}
+
+#[test]
+fn the_output_has_u_mel_frames_per_code_frame_for_even_and_odd_u() {
+    let device = Device::flex();
+    for (hop, u) in [(128, 2), (192, 3), (64, 1)] {
+        let config = tiny(2, hop);
+        assert_eq!(config.upsample(), u);
+        let model = config.init(&device).unwrap();
+        let x = Tensor::<3, Int>::zeros([3, 2, 5], &device); // a third layer is ignored
+        let mel = model.forward(x).unwrap();
+        assert_eq!(mel.dims(), [2, config.mel.n_mels, 5 * u], "hop {hop}");
+    }
+}
+
+#[test]
+fn bad_configs_and_codes_are_named() {
+    let device = Device::flex();
+    let e = tiny(2, 100).validate().unwrap_err();
+    assert!(e.to_string().contains("codec_hop"), "{e}");
+    let e = tiny(0, 128).validate().unwrap_err();
+    assert!(e.to_string().contains("n_q"), "{e}");
+    let model = tiny(2, 128).init(&device).unwrap();
+    let one_layer = model.forward(codes(&[vec![1, 2, 3]], &device)).unwrap_err();
+    assert!(one_layer.to_string().contains("n_q >= 2"), "{one_layer}");
+    let too_big = model
+        .forward(codes(&[vec![1, 2, 16], vec![0, 0, 0]], &device))
+        .unwrap_err();
+    assert!(too_big.to_string().contains("0..16"), "{too_big}");
+}
+
+#[test]
+fn every_layer_changes_the_output_and_time_stays_local() {
+    let device = Device::flex();
+    let config = tiny(2, 128);
+    let model = config.init(&device).unwrap();
+    let base = vec![vec![3i64; 40], vec![5i64; 40]];
+    let out = |rows: &[Vec<i64>]| {
+        model
+            .forward(codes(rows, &device))
+            .unwrap()
+            .into_data()
+            .iter::<f32>()
+            .collect::<Vec<_>>()
+    };
+    let a = out(&base);
+    let n_mels = config.mel.n_mels;
+    let frames = 80;
+    for q in 0..2 {
+        let mut changed = base.clone();
+        changed[q][20] = 9;
+        let b = out(&changed);
+        // Mel frames far from code frame 20 do not move (receptive field of a few frames).
+        let moved: Vec<usize> = (0..frames)
+            .filter(|&t| (0..n_mels).any(|m| (a[m * frames + t] - b[m * frames + t]).abs() > 1e-6))
+            .collect();
+        assert!(!moved.is_empty(), "layer {q} is ignored");
+        assert!(
+            moved.iter().all(|&t| t.abs_diff(41) <= 20),
+            "layer {q} moved frames {moved:?}"
+        );
+    }
+}
+
+fn utterance(frames: usize, n_q: usize, u: usize, n_mels: usize, seed: u32) -> MelUtterance {
+    // Each code frame's mel is a function of its codes: learnable.
+    let codes: Vec<u32> = (0..n_q * frames)
+        .map(|i| ((i as u32).wrapping_mul(7) + seed) % 16)
+        .collect();
+    let mut mel = Vec::with_capacity(frames * u * n_mels);
+    for t in 0..frames * u {
+        let c = codes[t / u] as f32;
+        mel.extend((0..n_mels).map(|m| -3.0 + 0.2 * c * (1.0 + (m % 3) as f32)));
+    }
+    MelUtterance {
+        codes,
+        frames,
+        mel,
+        mel_frames: frames * u,
+    }
+}
+
+#[test]
+fn batches_crop_codes_and_mel_together_and_mask_the_padding() {
+    let device = Device::flex();
+    let config = tiny(2, 128);
+    let (u, m) = (config.upsample(), config.mel.n_mels);
+    let long = utterance(30, 2, u, m, 1);
+    let short = utterance(6, 2, u, m, 5);
+    let data = MelData::new(vec![long.clone(), short.clone()], &config, 10, 2, 7).unwrap();
+    assert_eq!(data.batches_in_epoch(0), 1);
+    let batch = data.batch(3, 0, &device).unwrap();
+    let again = data.batch(3, 0, &device).unwrap();
+    let c = batch.codes.into_data().iter::<i64>().collect::<Vec<_>>(); // [2, 2, 10]
+    assert_eq!(c, again.codes.into_data().iter::<i64>().collect::<Vec<_>>());
+    let target = batch.target.into_data().iter::<f32>().collect::<Vec<_>>(); // [2, m, 20]
+    let mask = batch.mask.into_data().iter::<f32>().collect::<Vec<_>>(); // [2, 1, 20]
+    for b in 0..2 {
+        let valid = mask[b * 20..(b + 1) * 20]
+            .iter()
+            .filter(|&&v| v == 1.0)
+            .count();
+        let utt = if valid == 20 { &long } else { &short };
+        assert_eq!(valid, if valid == 20 { 20 } else { 12 });
+        // Find the crop offset from layer 0 and check layer 1 and the mel agree with it.
+        let first = (0..=utt.frames.saturating_sub(10))
+            .find(|&f| {
+                (0..10.min(utt.frames)).all(|t| c[b * 10 + t] == i64::from(utt.codes[f + t]))
+            })
+            .expect("the codes are a crop of the utterance");
+        for t in 0..10 {
+            let src = (first + t).min(utt.frames - 1);
+            assert_eq!(c[(2 + b) * 10 + t], i64::from(utt.codes[utt.frames + src]));
+        }
+        for t in 0..valid {
+            for band in 0..m {
+                assert_eq!(
+                    target[(b * m + band) * 20 + t],
+                    utt.mel[(first * u + t) * m + band]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn training_fits_codes_to_their_mel() {
+    let device = Device::flex();
+    let config = tiny(2, 128);
+    let (u, m) = (config.upsample(), config.mel.n_mels);
+    let utts: Vec<MelUtterance> = (0..4).map(|s| utterance(24, 2, u, m, s)).collect();
+    let task = MelDecoderTask::new(
+        config.clone(),
+        MelData::new(utts.clone(), &config, 12, 4, 1).unwrap(),
+    );
+    let batch = MelData::new(utts, &config, 12, 4, 1)
+        .unwrap()
+        .batch(0, 0, &device)
+        .unwrap();
+    let before = task.init_model(&device).unwrap();
+    let l0 = task.l1(&before, &batch).unwrap().into_scalar::<f32>();
+    let dir = tempfile::tempdir().unwrap();
+    let mut train = TrainConfig::default();
+    train.max_steps = 150;
+    train.optimizer.lr = 3e-3;
+    train.checkpoint_every = 0;
+    train.tensorboard = false;
+    let outcome = Trainer::new(train, task, dir.path(), &device)
+        .run(&mut ())
+        .unwrap();
+    let after = outcome.model.valid();
+    let check = MelDecoderTask::new(
+        config.clone(),
+        MelData::new(vec![utterance(24, 2, u, m, 0)], &config, 12, 1, 1).unwrap(),
+    );
+    let l1 = check.l1(&after, &batch).unwrap().into_scalar::<f32>();
+    assert!(l1 < 0.3 * l0, "L1 {l0} → {l1}");
+    // Written and read back, it predicts the same log-mel.
+    save_mel_decoder(dir.path(), &config, &after).unwrap();
+    let (loaded_config, loaded) = load_mel_decoder(dir.path(), &device).unwrap();
+    assert_eq!(loaded_config, config);
+    let x = batch.codes.clone();
+    let a = after
+        .forward(x.clone())
+        .unwrap()
+        .into_data()
+        .iter::<f32>()
+        .collect::<Vec<_>>();
+    let b = loaded
+        .forward(x)
+        .unwrap()
+        .into_data()
+        .iter::<f32>()
+        .collect::<Vec<_>>();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn speech_has_codec_hop_samples_per_frame_and_refuses_another_mel() {
+    let device = Device::flex();
+    let config = tiny(2, 128);
+    let rows = vec![vec![1u32; 7], vec![2u32; 7]];
+    let vocoder_config = VocosConfig::tiny();
+    let vocoder = Vocoder::new(
+        vocoder_config.clone(),
+        vocoder_config.init(&device).unwrap(),
+        &device,
+    )
+    .unwrap();
+    for renderer in [
+        MelRenderer::Vocoder(Box::new(vocoder)),
+        MelRenderer::GriffinLim(crate::vocoder::GriffinLimConfig::default()),
+    ] {
+        let speech = MelSpeech::new(
+            config.clone(),
+            config.init(&device).unwrap(),
+            renderer,
+            &device,
+        )
+        .unwrap();
+        let wave = speech.synthesize(&rows).unwrap();
+        assert_eq!(wave.len(), 7 * 128);
+        assert!(wave.iter().all(|v| v.is_finite()));
+        let ragged = speech.synthesize(&[vec![1; 7], vec![1; 6]]).unwrap_err();
+        assert!(ragged.to_string().contains("codes"), "{ragged}");
+    }
+    let other = VocosConfig::tiny().with_n_mels(24);
+    let vocoder = Vocoder::new(other.clone(), other.init(&device).unwrap(), &device).unwrap();
+    let e = MelSpeech::new(
+        config.clone(),
+        config.init(&device).unwrap(),
+        MelRenderer::Vocoder(Box::new(vocoder)),
+        &device,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("mel decoder predicts"), "{e}");
+}
