@@ -39,6 +39,7 @@ align_steps=""
 threads=""
 device=""
 codec=""
+mel_decoder=""
 heads=8
 matmul=auto
 ar_steps=""
@@ -80,6 +81,10 @@ Usage: $0 [options]
   --codec DIR          codec model directory for stage 2 (default: the shipped codec of the
                        corpus, checkpoints/kathleen/codec or checkpoints/codec-minitts;
                        stages 2-5 need codes)
+  --mel-decoder DIR    codes → log-mel decoder linked as <exp>/mel_decoder, which synthesize,
+                       serve and the bench then render the codes with (Griffin-Lim) in place of
+                       the codec's decoder (default for kathleen: checkpoints/kathleen/mel_decoder;
+                       none for minitts; 'none': the codec's decoder)
   --heads N            MTP prediction heads (default 8)
   --matmul P           precision of the AR/NAR linear layers' products: auto (default: bf16
                        operands with f32 sums where the CPU has AMX-BF16 tiles, f32 elsewhere),
@@ -128,6 +133,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
+    --mel-decoder) mel_decoder="$2"; shift 2 ;;
     --heads) heads="$2"; shift 2 ;;
     --matmul) matmul="$2"; shift 2 ;;
     --ar-steps) ar_steps="$2"; shift 2 ;;
@@ -158,7 +164,8 @@ else
   case "$corpus_name" in
     minitts) train_subsets="train-clean-100"; codec="${codec:-checkpoints/codec-minitts}" ;;
     kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test
-      codec="${codec:-checkpoints/kathleen/codec}"; ar_steps="${ar_steps:-800}" ;;
+      codec="${codec:-checkpoints/kathleen/codec}"; ar_steps="${ar_steps:-800}"
+      mel_decoder="${mel_decoder:-checkpoints/kathleen/mel_decoder}" ;;
     *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
   esac
   corpus="datasets/$corpus_name"
@@ -251,6 +258,13 @@ if run_stage 2 extract; then
       else
         log "warning: $exp/codec is another codec than $codec; pass --codec $codec to synthesize"
       fi
+    fi
+    if [ -n "$mel_decoder" ] && [ "$mel_decoder" != none ] && [ -f "$mel_decoder/config.json" ]; then
+      if [ -L "$exp/mel_decoder" ] || [ ! -e "$exp/mel_decoder" ]; then
+        ln -sfn "$(realpath "$mel_decoder")" "$exp/mel_decoder"
+      fi
+    elif [ -L "$exp/mel_decoder" ]; then
+      rm "$exp/mel_decoder"
     fi
     finish_stage extract
   else

@@ -1,19 +1,22 @@
 //! `voxspec export`: a self-contained model card for other projects (written by
 //! `voxspec_mtp::export`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 
 use clap::Args;
 use voxspec_mtp::{ExportDtype, ExportExtras, ExportSource};
 
 /// Export a trained AR (mtp), draft or NAR model: config.json, model.safetensors (tensor names
 /// are module paths; linear weights are [in, out]), tokenizer.json, optional
-/// transitions.safetensors / groups.safetensors, and a README.md model card. The weights are
+/// transitions.safetensors / groups.safetensors, and a README.md model card. A mel decoder
+/// (`codec train-mel` output) is exported as its config.json and weights. The weights are
 /// loaded and checked against the config before anything is written. `tools/load_export.py`
 /// shows how to read the result from Python with `safetensors`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Run directory of `voxspec train mtp|nar|draft`.
+    /// Run directory of `voxspec train mtp|nar|draft` or `voxspec codec train-mel`.
     #[arg(long, value_name = "DIR")]
     checkpoint: PathBuf,
     /// Output directory (created; must be empty or absent).
@@ -39,6 +42,9 @@ enum DtypeArg {
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
+    if is_mel_decoder(&args.checkpoint) {
+        return export_mel_decoder(&args);
+    }
     let source = ExportSource::open(&args.checkpoint)?;
     let device = crate::device::single()?;
     let dtype = match args.dtype {
@@ -55,6 +61,53 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         exported.kind,
         exported.tensors,
         exported.params as f64 / 1e6,
+        args.to.display()
+    );
+    Ok(())
+}
+
+fn is_mel_decoder(dir: &Path) -> bool {
+    std::fs::read(dir.join("config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["kind"] == voxspec_codec::mel_decoder::MEL_DECODER_KIND)
+}
+
+/// A mel decoder: its weights are loaded (and so checked against its config) before its
+/// config.json and weights (f32 or bf16) are written to `--to`.
+fn export_mel_decoder(args: &ExportArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.transitions.is_none() && args.groups.is_none(),
+        "--transitions and --groups belong to AR models, not to the mel decoder {}",
+        args.checkpoint.display()
+    );
+    let device = crate::device::single()?;
+    let (_, model) = voxspec_codec::load_mel_decoder(&args.checkpoint, &device)
+        .with_context(|| format!("loading the mel decoder {}", args.checkpoint.display()))?;
+    if args.to.exists() {
+        let empty = std::fs::read_dir(&args.to)
+            .with_context(|| format!("reading {}", args.to.display()))?
+            .next()
+            .is_none();
+        anyhow::ensure!(empty, "{} exists and is not empty", args.to.display());
+    }
+    std::fs::create_dir_all(&args.to).with_context(|| format!("creating {}", args.to.display()))?;
+    std::fs::copy(
+        args.checkpoint.join("config.json"),
+        args.to.join("config.json"),
+    )
+    .with_context(|| format!("copying {}/config.json", args.checkpoint.display()))?;
+    let weights = voxspec_train::weights::WEIGHTS_FILE;
+    let (from, to) = (args.checkpoint.join(weights), args.to.join(weights));
+    match args.dtype {
+        DtypeArg::F32 => {
+            std::fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+        }
+        DtypeArg::Bf16 => voxspec_mtp::export::write_bf16(&from, &to)?,
+    }
+    println!(
+        "exported mel decoder ({:.2}M parameters) → {}",
+        burn::module::Module::num_params(&model) as f64 / 1e6,
         args.to.display()
     );
     Ok(())

@@ -486,6 +486,85 @@ fn synthesize_and_bench_every_decoder() {
     ]);
     assert!(tuned.join("model.safetensors").is_file());
 
+    // codec train-mel on the filled codes; synthesis through it with the vocoder and with
+    // Griffin-Lim, whole and streamed (the stream renders the utterance once its codes are in,
+    // so the two are the same audio).
+    let vocoder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/vocoder-minitts");
+    let mel = dir.path().join("mel");
+    let out = ok(&[
+        "codec",
+        "train-mel",
+        "--data",
+        s(&data),
+        "--codes",
+        s(&fill),
+        "--vocoder",
+        s(&vocoder),
+        "--out",
+        s(&mel),
+        "--dim",
+        "16",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--segment",
+        "0.4",
+        "--valid-every",
+        "0",
+        "--checkpoint-every",
+        "0",
+    ]);
+    assert!(out.contains("mel decoder: 8 RVQ layers"), "{out}");
+    let config = read_json(&mel.join("config.json"));
+    assert_eq!(config["kind"], "mel_decoder");
+    assert_eq!(config["mel"]["hop_length"], 160);
+    let (whole, streamed) = (
+        dir.path().join("mel.wav"),
+        dir.path().join("mel-stream.wav"),
+    );
+    for renderer in [&["--vocoder", s(&vocoder)][..], &[][..]] {
+        for (path, extra) in [(&whole, &[][..]), (&streamed, &["--stream"][..])] {
+            let mut args = vec![
+                "--text",
+                "the cat sat on the mat",
+                "--decoder",
+                "ar",
+                "--mel-decoder",
+                s(&mel),
+                "-o",
+                s(path),
+            ];
+            args.extend_from_slice(renderer);
+            args.extend_from_slice(extra);
+            run_ok(&args);
+        }
+        let (a, b) = (
+            voxspec_audio::load(&whole).unwrap(),
+            voxspec_audio::load(&streamed).unwrap(),
+        );
+        assert_eq!(a.sample_rate, 16000);
+        assert!(!a.samples.is_empty() && a.samples.len() % 320 == 0);
+        assert_eq!(a.samples.len(), b.samples.len(), "{renderer:?}");
+        let diff = a
+            .samples
+            .iter()
+            .zip(&b.samples)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(diff <= 1.0 / 32768.0 + 1e-6, "{renderer:?}: {diff}");
+    }
+    // A mel decoder for another codebook is refused by name.
+    let err = run_fail(&[
+        "--text",
+        "the cat",
+        "--mel-decoder",
+        s(&codec),
+        "-o",
+        s(&whole),
+    ]);
+    assert!(err.contains("mel decoder"), "{err}");
+
     // bench pipeline: short sentences and paragraphs in one run, every stage timed.
     let report_path = dir.path().join("pipeline.json");
     let pipeline = |extra: &[&str]| -> Vec<String> {

@@ -160,11 +160,13 @@ fn training_fits_codes_to_their_mel() {
     let before = task.init_model(&device).unwrap();
     let l0 = task.l1(&before, &batch).unwrap().into_scalar::<f32>();
     let dir = tempfile::tempdir().unwrap();
-    let mut train = TrainConfig::default();
-    train.max_steps = 150;
+    let mut train = TrainConfig {
+        max_steps: 150,
+        checkpoint_every: 0,
+        tensorboard: false,
+        ..TrainConfig::default()
+    };
     train.optimizer.lr = 3e-3;
-    train.checkpoint_every = 0;
-    train.tensorboard = false;
     let outcome = Trainer::new(train, task, dir.path(), &device)
         .run(&mut ())
         .unwrap();
