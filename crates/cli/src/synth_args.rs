@@ -34,7 +34,7 @@ pub struct ModelArgs {
     /// Vocoder that renders the mel decoder's log-mel [default: <EXP>/vocoder when there is
     /// one, else Griffin-Lim].
     #[arg(long, value_name = "DIR")]
-    pub vocoder: Option<PathBuf>,
+    pub mel_vocoder: Option<PathBuf>,
     /// Render the codes with the codec's own decoder even when the experiment has a mel
     /// decoder.
     #[arg(long)]
@@ -69,7 +69,7 @@ impl ModelArgs {
             } else {
                 self.mel_decoder.clone().or(defaults.mel_decoder)
             },
-            vocoder: self.vocoder.clone().or(defaults.vocoder),
+            vocoder: self.mel_vocoder.clone().or(defaults.vocoder),
             engine: self.engine,
         }
     }

@@ -487,8 +487,8 @@ fn synthesize_and_bench_every_decoder() {
     assert!(tuned.join("model.safetensors").is_file());
 
     // codec train-mel on the filled codes; synthesis through it with the vocoder and with
-    // Griffin-Lim, whole and streamed (the stream renders the utterance once its codes are in,
-    // so the two are the same audio).
+    // Griffin-Lim, whole and streamed (with the NAR over the whole utterance the stream renders
+    // the same codes once they are all in, so the two are the same audio).
     let vocoder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/vocoder-minitts");
     let mel = dir.path().join("mel");
     let out = ok(&[
@@ -515,7 +515,10 @@ fn synthesize_and_bench_every_decoder() {
         "--checkpoint-every",
         "0",
     ]);
-    assert!(out.contains("mel decoder: 8 RVQ layers"), "{out}");
+    assert!(
+        out.contains("mel decoder: 4 RVQ layers of 32 codes"),
+        "{out}"
+    );
     let config = read_json(&mel.join("config.json"));
     assert_eq!(config["kind"], "mel_decoder");
     assert_eq!(config["mel"]["hop_length"], 160);
@@ -523,8 +526,11 @@ fn synthesize_and_bench_every_decoder() {
         dir.path().join("mel.wav"),
         dir.path().join("mel-stream.wav"),
     );
-    for renderer in [&["--vocoder", s(&vocoder)][..], &[][..]] {
-        for (path, extra) in [(&whole, &[][..]), (&streamed, &["--stream"][..])] {
+    for renderer in [&["--mel-vocoder", s(&vocoder)][..], &[][..]] {
+        for (path, extra) in [
+            (&whole, &[][..]),
+            (&streamed, &["--stream", "--nar-window", "whole"][..]),
+        ] {
             let mut args = vec![
                 "--text",
                 "the cat sat on the mat",

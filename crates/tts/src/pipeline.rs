@@ -738,4 +738,26 @@ mod tests {
         std::fs::write(exp.join("codec/config.json"), "{}").expect("write");
         assert_eq!(ModelPaths::experiment(exp).codec, exp.join("codec"));
     }
+
+    #[test]
+    fn an_experiment_renders_through_its_mel_decoder_and_vocoder_when_it_has_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let exp = dir.path();
+        let model = |name: &str| {
+            std::fs::create_dir_all(exp.join(name)).expect("mkdir");
+            std::fs::write(exp.join(name).join("config.json"), "{}").expect("write");
+        };
+        // A vocoder alone renders nothing: it needs a mel decoder.
+        model("vocoder");
+        let paths = ModelPaths::experiment(exp);
+        assert_eq!((paths.mel_decoder, paths.vocoder), (None, None));
+        model("mel_decoder");
+        let paths = ModelPaths::experiment(exp);
+        assert_eq!(paths.mel_decoder, Some(exp.join("mel_decoder")));
+        assert_eq!(paths.vocoder, Some(exp.join("vocoder")));
+        std::fs::remove_dir_all(exp.join("vocoder")).expect("rm");
+        let paths = ModelPaths::experiment(exp);
+        assert_eq!(paths.mel_decoder, Some(exp.join("mel_decoder")));
+        assert_eq!(paths.vocoder, None, "Griffin-Lim");
+    }
 }
