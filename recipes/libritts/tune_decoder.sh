@@ -8,6 +8,10 @@
 #                    codebooks stay as they are, so every language model on its codes stays
 #                    valid) → <exp>/codec-tuned; use it with `synthesize --codec`, or copy it
 #                    over the experiment's codec
+#   stage 2  mel     a codes → log-mel decoder (`voxspec codec train-mel`): first on the
+#                    recordings' own codes (<exp>/tokens, --mel-steps), then fitted to <exp>/fill
+#                    (--mel-fill-steps) → <exp>/mel_decoder, which synthesize, serve and the bench
+#                    of <exp> then render with (Griffin-Lim) instead of the codec's decoder
 #
 # No NAR reproduces the codec's upper RVQ layers (a few percent of its codes match), so a
 # decoder that has only seen its encoder's codes renders generated speech worse than it could.
@@ -21,6 +25,8 @@ stage=0
 stop_stage=100
 exp=exp/kathleen
 steps=1500
+mel_steps=1200
+mel_fill_steps=1000
 threads=""
 force_stages=()
 
@@ -32,10 +38,12 @@ Usage: $0 [options]
   --exp DIR          the main job's experiment (default exp/kathleen): data/, tokens/, nar/,
                      codec (a link to the codec its codes came from)
   --steps N          decoder training steps (default 1500: about 35 minutes on 2 cores)
+  --mel-steps N      mel decoder steps on the recordings' codes (default 1200: 25 minutes)
+  --mel-fill-steps N mel decoder steps on the filled codes (default 1000: 20 minutes)
   --threads N        worker threads
   --stage N          first stage to run (default 0)
   --stop-stage N     last stage to run
-  --force-stage NAME rerun a finished stage (fill, tune)
+  --force-stage NAME rerun a finished stage (fill, tune, mel)
 USAGE
 }
 
@@ -43,6 +51,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --exp) exp="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
+    --mel-steps) mel_steps="$2"; shift 2 ;;
+    --mel-fill-steps) mel_fill_steps="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --stage) stage="$2"; shift 2 ;;
     --stop-stage) stop_stage="$2"; shift 2 ;;
@@ -79,5 +89,23 @@ if run_stage 1 tune; then
       --valid-every 250 --checkpoint-every 250
   fi
   finish_stage tune
+  log "Decoder: $exp/codec-tuned (voxspec synthesize --exp $exp --codec $exp/codec-tuned ...)"
 fi
-log "Decoder: $exp/codec-tuned (voxspec synthesize --exp $exp --codec $exp/codec-tuned ...)"
+
+if run_stage 2 mel; then
+  log "Stage 2 (mel): a mel decoder, $mel_steps steps on $exp/tokens, $mel_fill_steps on $exp/fill"
+  # A finished run has its model; an interrupted one resumes with its saved settings.
+  if [ ! -f "$exp/mel-codes/model.safetensors" ]; then
+    vx codec train-mel --data "$exp/data" --codes "$exp/tokens" --out "$exp/mel-codes" \
+      --steps "$mel_steps" --valid-every 200 --checkpoint-every 200 $(resume_flag "$exp/mel-codes")
+  fi
+  if [ ! -f "$exp/mel-fill/model.safetensors" ]; then
+    vx codec train-mel --data "$exp/data" --codes "$exp/fill" --init "$exp/mel-codes" \
+      --out "$exp/mel-fill" --steps "$mel_fill_steps" --lr 0.0005 --valid-every 250 \
+      --checkpoint-every 250 $(resume_flag "$exp/mel-fill")
+  fi
+  rm -rf "$exp/mel_decoder"
+  vx export --checkpoint "$exp/mel-fill" --to "$exp/mel_decoder" --dtype bf16
+  finish_stage mel
+  log "Mel decoder: $exp/mel_decoder (synthesize --exp $exp renders with it; --codec-decoder not)"
+fi

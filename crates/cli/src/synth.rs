@@ -193,11 +193,20 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         );
         println!(
             "AR: TPT {:.2} ms/token, LM RTF {:.3}, {:.3} forward passes per token ({} forwards); \
-             NAR + codec {:.2} s",
+             NAR + {} {:.2} s",
             1e3 * out.ar_seconds / g.tokens.len() as f64,
             out.ar_seconds / seconds.max(1e-9),
             forwards as f64 / g.tokens.len() as f64,
             forwards,
+            match &pipeline.mel {
+                Some(mel) => match mel.renderer() {
+                    voxspec_codec::mel_decoder::MelRenderer::Vocoder(_) => "mel decoder + vocoder",
+                    voxspec_codec::mel_decoder::MelRenderer::GriffinLim(_) => {
+                        "mel decoder + Griffin-Lim"
+                    }
+                },
+                None => "codec",
+            },
             out.rest_seconds
         );
         if let Some((first, chunks)) = first_audio {

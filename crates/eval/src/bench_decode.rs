@@ -178,6 +178,8 @@ pub fn run_decode_benchmark(
             ar: paths.ar.clone(),
             nar: paths.nar.clone(),
             codec: paths.codec.clone(),
+            mel_decoder: paths.mel_decoder.clone(),
+            vocoder: paths.vocoder.clone(),
             draft: setup.draft.clone(),
         },
         forward_cost: ForwardCost::of(&run.forward_costs),

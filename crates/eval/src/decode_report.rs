@@ -314,6 +314,10 @@ pub struct DecodeModels {
     pub nar: PathBuf,
     /// Codec directory.
     pub codec: PathBuf,
+    /// Mel decoder that rendered the codes in place of the codec's decoder, when there was one.
+    pub mel_decoder: Option<PathBuf>,
+    /// Its vocoder (`None` with a mel decoder: Griffin-Lim).
+    pub vocoder: Option<PathBuf>,
     /// Draft model directory, when the speculative rows had one.
     pub draft: Option<PathBuf>,
 }
