@@ -84,13 +84,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
          (SpeechTokenizer trains on 3 s, the bundled recipes on 1–3 s)",
         args.segment
     );
-    let train = voxspec_data::read_split(&args.data, "train")?;
-    anyhow::ensure!(
-        !train.is_empty(),
-        "{} has no utterances",
-        args.data.join("train.jsonl").display()
-    );
-    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    let (train, dev) = crate::common::train_and_dev(&args.data)?;
     let run = voxspec_train::resume_or_start(&args.out, "codec", args.train.resume, || {
         let mut model = match &args.init {
             Some(dir) => voxspec_codec::read_codec_config(dir)

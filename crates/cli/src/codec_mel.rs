@@ -95,13 +95,7 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
         args.segment.is_finite() && args.segment > 0.0,
         "--segment must be positive"
     );
-    let train = voxspec_data::read_split(&args.data, "train")?;
-    anyhow::ensure!(
-        !train.is_empty(),
-        "{} has no utterances",
-        args.data.join("train.jsonl").display()
-    );
-    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    let (train, dev) = crate::common::train_and_dev(&args.data)?;
     let store = TokenStore::open(&args.codes, "train")
         .with_context(|| format!("opening the train codes in {}", args.codes.display()))?;
     let meta = store.meta();

@@ -54,6 +54,20 @@ pub(crate) fn load_vocoder(dir: &Path) -> anyhow::Result<Vocoder> {
     Vocoder::load(dir, &device).with_context(|| format!("loading the vocoder {}", dir.display()))
 }
 
+/// The training utterances of a prepared data directory (`train.jsonl`, which must have some)
+/// and its dev utterances (`dev.jsonl`; none when absent).
+pub(crate) fn train_and_dev(
+    data: &Path,
+) -> anyhow::Result<(Vec<voxspec_data::Utterance>, Vec<voxspec_data::Utterance>)> {
+    let train = voxspec_data::read_split(data, "train")?;
+    anyhow::ensure!(
+        !train.is_empty(),
+        "{} has no utterances",
+        data.join("train.jsonl").display()
+    );
+    Ok((train, voxspec_data::read_split_if_present(data, "dev")?))
+}
+
 /// Whether `dir/config.json` names a CTC teacher.
 pub(crate) fn is_ctc_dir(dir: &Path) -> anyhow::Result<bool> {
     let path = dir.join("config.json");

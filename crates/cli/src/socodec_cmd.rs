@@ -32,13 +32,7 @@ use crate::train_loop::{CodecBar, StepBar};
 pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
     anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
-    let train = voxspec_data::read_split(&args.data, "train")?;
-    anyhow::ensure!(
-        !train.is_empty(),
-        "{} has no utterances",
-        args.data.join("train.jsonl").display()
-    );
-    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    let (train, dev) = crate::common::train_and_dev(&args.data)?;
     let model = match args.preset {
         Preset::Tiny => SoCodecConfig::tiny(),
         Preset::Small => SoCodecConfig::small(),

@@ -101,13 +101,7 @@ pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
 }
 
 fn ctc(args: CtcArgs) -> anyhow::Result<()> {
-    let train = voxspec_data::read_split(&args.data, "train")?;
-    anyhow::ensure!(
-        !train.is_empty(),
-        "{} has no utterances",
-        args.data.join("train.jsonl").display()
-    );
-    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    let (train, dev) = crate::common::train_and_dev(&args.data)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let tokenizer_file = args.out.join("tokenizer.json");

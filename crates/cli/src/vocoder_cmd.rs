@@ -163,13 +163,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         args.segment.is_finite() && args.segment > 0.0,
         "--segment must be positive"
     );
-    let train = voxspec_data::read_split(&args.data, "train")?;
-    anyhow::ensure!(
-        !train.is_empty(),
-        "{} has no utterances",
-        args.data.join("train.jsonl").display()
-    );
-    let dev = voxspec_data::read_split_if_present(&args.data, "dev")?;
+    let (train, dev) = crate::common::train_and_dev(&args.data)?;
     let run = voxspec_train::resume_or_start(&args.out, "vocoder", args.train.resume, || {
         let model = match &args.init {
             Some(dir) => load_vocoder(dir)?.config().clone(),
