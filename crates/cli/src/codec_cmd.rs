@@ -57,7 +57,15 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
         CodecCommand::Extract(args) if is_socodec(&args.codec) => crate::socodec_cmd::extract(args),
         CodecCommand::Extract(args) => extract(args),
         CodecCommand::Fill(args) => fill(args),
-        CodecCommand::Eval(args) if is_socodec(&args.codec) => crate::socodec_cmd::eval(&args),
+        CodecCommand::Eval(args) if is_socodec(&args.codec) => {
+            anyhow::ensure!(
+                args.mel_decoder.is_none(),
+                "--mel-decoder renders the RVQ codec's codes; {} is a SoCodec, whose own decoder \
+                 makes the log-mel",
+                args.codec.display()
+            );
+            crate::socodec_cmd::eval(&args)
+        }
         CodecCommand::Eval(args) => crate::codec_eval::run(args),
         CodecCommand::TrainMel(args) => crate::codec_mel::train(args),
         CodecCommand::PlotStreams(args) => crate::socodec_cmd::plot_streams(args),
