@@ -199,13 +199,8 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             forwards as f64 / g.tokens.len() as f64,
             forwards,
             match &pipeline.mel {
-                Some(mel) => match mel.renderer() {
-                    voxspec_codec::mel_decoder::MelRenderer::Vocoder(_) => "mel decoder + vocoder",
-                    voxspec_codec::mel_decoder::MelRenderer::GriffinLim(_) => {
-                        "mel decoder + Griffin-Lim"
-                    }
-                },
-                None => "codec",
+                Some(mel) => format!("mel decoder + {}", mel.renderer().name()),
+                None => "codec".into(),
             },
             out.rest_seconds
         );

@@ -142,6 +142,7 @@ fn resynthesise(
         return Err(EvalError::input("the audio is empty"));
     }
     if let Some(mel) = mel {
+        // One encoding, rendered both ways.
         let n = samples.len();
         let codes = voxspec_codec::speechtokenizer::prepare::encode_codes(
             model,
@@ -152,10 +153,16 @@ fn resynthesise(
         let rows: Vec<Vec<u32>> = (0..codes.n_q).map(|q| codes.stream(q).to_vec()).collect();
         let mut rendered = mel.synthesize(&rows)?;
         rendered.resize(n, 0.0);
-        let mut own = model.resynthesize(&samples, &[model.n_q()], device)?;
-        let own = own
-            .pop()
-            .ok_or_else(|| EvalError::input("the codec returned no resynthesis"))?;
+        let flat: Vec<i64> = codes.data.iter().map(|&c| i64::from(c)).collect();
+        let wave = model.decode(burn::tensor::Tensor::from_data(
+            burn::tensor::TensorData::new(flat, [codes.n_q, 1, codes.n_frames]),
+            device,
+        ))?;
+        let mut own = wave
+            .into_data()
+            .try_into_vec_as::<f32>()
+            .map_err(|e| EvalError::input(format!("reading the codec's waveform: {e:?}")))?;
+        own.resize(n, 0.0);
         return Ok(Resynthesis {
             reference: Audio::new(samples, rate),
             full: Audio::new(rendered, rate),
@@ -271,10 +278,7 @@ pub fn evaluate_codec(
             format!(
                 "mel decoder ({} RVQ layers) + {}",
                 mel.config().n_q,
-                match mel.renderer() {
-                    voxspec_codec::mel_decoder::MelRenderer::Vocoder(_) => "vocoder",
-                    voxspec_codec::mel_decoder::MelRenderer::GriffinLim(_) => "Griffin-Lim",
-                }
+                mel.renderer().name()
             ),
             format!("codec decoder, all {} RVQ layers", model.n_q()),
         ],

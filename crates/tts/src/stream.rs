@@ -88,11 +88,10 @@ pub struct SpeechStream<'p> {
     track: Option<Vec<u32>>,
     /// Every layer of every frame when the NAR ran over the whole utterance.
     whole: Option<Vec<Vec<u32>>>,
-    /// The codec's incremental decoder; `None` when a mel decoder renders the codes.
+    /// The codec's incremental decoder; `None` when a mel decoder renders the codes, which it
+    /// does in one piece from [`SpeechStream::whole`] (the vocoder and Griffin-Lim take the
+    /// whole utterance, so the NAR runs once over it).
     codec: Option<DecodeStream<'p>>,
-    /// With a mel decoder: every layer of the frames made so far, rendered as one piece when
-    /// the last frame is in (the vocoder and Griffin-Lim take the whole utterance).
-    mel_codes: Vec<Vec<u32>>,
     /// Frames whose codes went to the codec.
     pushed: usize,
     done: bool,
@@ -118,6 +117,9 @@ impl Pipeline {
         let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
         let track = self.nar_track(text, durations, first.len());
         let whole = match config.nar {
+            _ if self.mel.is_some() && !first.is_empty() => {
+                Some(self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?)
+            }
             NarWindow::Whole if !first.is_empty() => {
                 Some(self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?)
             }
@@ -140,7 +142,6 @@ impl Pipeline {
             track,
             whole,
             codec,
-            mel_codes: Vec::new(),
             pushed: 0,
             done: false,
         })
@@ -238,8 +239,17 @@ impl SpeechStream<'_> {
             self.config.chunk_frames
         };
         let (from, to) = (self.pushed, (self.pushed + size).min(total));
-        let (window, offset) = match &self.whole {
-            Some(_) => (None, from),
+        let Some(codec) = &mut self.codec else {
+            // A mel decoder: the whole utterance in one chunk.
+            self.pushed = total;
+            self.done = true;
+            return match &self.whole {
+                Some(all) => self.pipeline.decode_codes(all).map(Some),
+                None => Ok(Some(Vec::new())),
+            };
+        };
+        let codes = match &self.whole {
+            Some(all) => self.pipeline.codes_tensor(all, from, to),
             None => {
                 let context = match self.config.nar {
                     NarWindow::Sliding { context } => context,
@@ -254,29 +264,12 @@ impl SpeechStream<'_> {
                     &self.first[lo..hi],
                     track,
                 )?;
-                (Some(window), from - lo)
+                self.pipeline.codes_tensor(&window, from - lo, to - lo)
             }
         };
-        let codes: &[Vec<u32>] = match (&window, &self.whole) {
-            (Some(w), _) => w,
-            (None, Some(all)) => all,
-            (None, None) => return Err(TtsError::Config("no codes for the stream".into())),
-        };
-        let n = to - from;
-        let mut audio = match &mut self.codec {
-            Some(codec) => codec
-                .push(self.pipeline.codes_tensor(codes, offset, offset + n))
-                .map_err(TtsError::stage("the codec decoder"))?,
-            None => {
-                if self.mel_codes.is_empty() {
-                    self.mel_codes = vec![Vec::with_capacity(total); codes.len()];
-                }
-                for (acc, layer) in self.mel_codes.iter_mut().zip(codes) {
-                    acc.extend_from_slice(&layer[offset..offset + n]);
-                }
-                Vec::new()
-            }
-        };
+        let mut audio = codec
+            .push(codes)
+            .map_err(TtsError::stage("the codec decoder"))?;
         self.pushed = to;
         if to == total {
             self.done = true;
@@ -285,15 +278,11 @@ impl SpeechStream<'_> {
         Ok(Some(audio))
     }
 
-    /// The audio still held: the codec's last frames, or the whole utterance through the mel
-    /// decoder.
+    /// The codec's last frames (none with a mel decoder, which rendered everything at once).
     fn finish(&mut self) -> Result<Vec<f32>> {
         match &mut self.codec {
             Some(codec) => codec.finish().map_err(TtsError::stage("the codec decoder")),
-            None if self.mel_codes.is_empty() => Ok(Vec::new()),
-            None => self
-                .pipeline
-                .decode_codes(&std::mem::take(&mut self.mel_codes)),
+            None => Ok(Vec::new()),
         }
     }
 }

@@ -19,6 +19,16 @@ pub enum MelRenderer {
     GriffinLim(GriffinLimConfig),
 }
 
+impl MelRenderer {
+    /// `vocoder` or `Griffin-Lim`, for reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Vocoder(_) => "vocoder",
+            Self::GriffinLim(_) => "Griffin-Lim",
+        }
+    }
+}
+
 /// A mel decoder and its renderer on one device: codes in, samples out.
 #[derive(Debug)]
 pub struct MelSpeech {
