@@ -675,6 +675,25 @@ impl Pipeline {
         }
     }
 
+    /// Samples of frames `from..to` of the window `codes` `[n_q][frames]`, through the mel
+    /// decoder and its vocoder ([`voxspec_codec::MelSpeech::synthesize_span`]).
+    ///
+    /// # Errors
+    /// [`TtsError::Config`] without a mel decoder; the mel decoder's, naming its stage.
+    pub(crate) fn render_span(
+        &self,
+        codes: &[Vec<u32>],
+        from: usize,
+        to: usize,
+    ) -> Result<Vec<f32>> {
+        let mel = self
+            .mel
+            .as_ref()
+            .ok_or_else(|| TtsError::Config("the pipeline has no mel decoder".into()))?;
+        mel.synthesize_span(codes, from, to)
+            .map_err(TtsError::stage("the mel decoder"))
+    }
+
     /// Codes `[n_q][frames]` → `frames · hop` samples through the mel decoder and its renderer
     /// when the pipeline has one, else through the codec decoder.
     ///

@@ -8,7 +8,11 @@
 //! - the NAR fills layers 2..N of a chunk's frames from a window of RVQ-1 codes around it
 //!   ([`NarWindow::Sliding`]), or once for the whole utterance ([`NarWindow::Whole`]);
 //! - the codec decodes incrementally ([`voxspec_codec::DecodeStream`]), carrying its LSTM
-//!   state, so chunk joins are exactly the one-shot decode's.
+//!   state, so chunk joins are exactly the one-shot decode's;
+//! - a mel decoder with a vocoder renders each chunk from a window reaching
+//!   [`voxspec_codec::MelSpeech::context_frames`] past it on either side, which gives the chunk
+//!   the samples of a one-shot render of the same codes; with Griffin-Lim (whose iterations tie
+//!   every frame to every other) the utterance is rendered in one piece.
 //!
 //! With [`NarWindow::Whole`] the streamed audio equals [`Pipeline::vocode`]'s to float rounding
 //! (tested); a sliding window changes some of the NAR's codes (the NAR attends over the whole
@@ -88,10 +92,11 @@ pub struct SpeechStream<'p> {
     track: Option<Vec<u32>>,
     /// Every layer of every frame when the NAR ran over the whole utterance.
     whole: Option<Vec<Vec<u32>>>,
-    /// The codec's incremental decoder; `None` when a mel decoder renders the codes, which it
-    /// does in one piece from [`SpeechStream::whole`] (the vocoder and Griffin-Lim take the
-    /// whole utterance, so the NAR runs once over it).
+    /// The codec's incremental decoder; `None` when a mel decoder renders the codes.
     codec: Option<DecodeStream<'p>>,
+    /// Frames of context a mel decoder's chunk is rendered with (a vocoder renders it); `None`
+    /// with the codec, or with Griffin-Lim, which renders [`SpeechStream::whole`] in one piece.
+    mel_context: Option<usize>,
     /// Frames whose codes went to the codec.
     pushed: usize,
     done: bool,
@@ -116,11 +121,14 @@ impl Pipeline {
         config.validate()?;
         let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
         let track = self.nar_track(text, durations, first.len());
+        let mel_context = self.mel.as_ref().and_then(|m| m.context_frames());
+        let one_piece = self.mel.is_some() && mel_context.is_none();
         let whole = match config.nar {
-            _ if self.mel.is_some() && !first.is_empty() => {
+            _ if first.is_empty() => None,
+            _ if one_piece => {
                 Some(self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?)
             }
-            NarWindow::Whole if !first.is_empty() => {
+            NarWindow::Whole => {
                 Some(self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?)
             }
             _ => None,
@@ -142,6 +150,7 @@ impl Pipeline {
             track,
             whole,
             codec,
+            mel_context,
             pushed: 0,
             done: false,
         })
@@ -239,33 +248,33 @@ impl SpeechStream<'_> {
             self.config.chunk_frames
         };
         let (from, to) = (self.pushed, (self.pushed + size).min(total));
-        let Some(codec) = &mut self.codec else {
-            // A mel decoder: the whole utterance in one chunk.
-            self.pushed = total;
-            self.done = true;
-            return match &self.whole {
-                Some(all) => self.pipeline.decode_codes(all).map(Some),
-                None => Ok(Some(Vec::new())),
+        if self.codec.is_none() {
+            let audio = match self.mel_context {
+                // A vocoder: the chunk from a window with the context it depends on.
+                Some(context) => {
+                    let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
+                    let window = self.window_codes(lo, hi)?;
+                    self.pipeline.render_span(&window, from - lo, to - lo)?
+                }
+                // Griffin-Lim: the whole utterance in one chunk.
+                None => {
+                    let audio = match &self.whole {
+                        Some(all) => self.pipeline.decode_codes(all)?,
+                        None => Vec::new(),
+                    };
+                    self.pushed = total;
+                    self.done = true;
+                    return Ok(Some(audio));
+                }
             };
-        };
-        let codes = match &self.whole {
-            Some(all) => self.pipeline.codes_tensor(all, from, to),
-            None => {
-                let context = match self.config.nar {
-                    NarWindow::Sliding { context } => context,
-                    NarWindow::Whole => total,
-                };
-                let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
-                let slots = self.pipeline.nar.track_layout().map_or(0, |l| l.slots());
-                let track = self.track.as_ref().map(|t| &t[lo * slots..hi * slots]);
-                let window = self.pipeline.nar_codes(
-                    &self.nar_text,
-                    &self.prompt_codes,
-                    &self.first[lo..hi],
-                    track,
-                )?;
-                self.pipeline.codes_tensor(&window, from - lo, to - lo)
-            }
+            self.pushed = to;
+            self.done = to == total;
+            return Ok(Some(audio));
+        }
+        let window = self.window_codes(from, to)?;
+        let codes = self.pipeline.codes_tensor(&window, 0, to - from);
+        let Some(codec) = &mut self.codec else {
+            return Ok(None);
         };
         let mut audio = codec
             .push(codes)
@@ -276,6 +285,32 @@ impl SpeechStream<'_> {
             audio.extend(self.finish()?);
         }
         Ok(Some(audio))
+    }
+
+    /// Every layer's codes of frames `from..to`: a slice of [`SpeechStream::whole`], or the
+    /// NAR's over those frames and its context window.
+    fn window_codes(&self, from: usize, to: usize) -> Result<Vec<Vec<u32>>> {
+        if let Some(all) = &self.whole {
+            return Ok(all.iter().map(|row| row[from..to].to_vec()).collect());
+        }
+        let total = self.first.len();
+        let context = match self.config.nar {
+            NarWindow::Sliding { context } => context,
+            NarWindow::Whole => total,
+        };
+        let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
+        let slots = self.pipeline.nar.track_layout().map_or(0, |l| l.slots());
+        let track = self.track.as_ref().map(|t| &t[lo * slots..hi * slots]);
+        let window = self.pipeline.nar_codes(
+            &self.nar_text,
+            &self.prompt_codes,
+            &self.first[lo..hi],
+            track,
+        )?;
+        Ok(window
+            .into_iter()
+            .map(|row| row[from - lo..to - lo].to_vec())
+            .collect())
     }
 
     /// The codec's last frames (none with a mel decoder, which rendered everything at once).

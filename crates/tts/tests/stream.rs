@@ -203,3 +203,84 @@ fn an_aligned_nar_is_told_the_durations_in_every_path() {
         "other durations changed nothing"
     );
 }
+
+/// A mel decoder with a vocoder streams chunk by chunk (each from a window with the context it
+/// depends on) and its chunks join into the one-shot render; the first chunk is the first
+/// `first_frames` frames, with no lookahead held back.
+#[test]
+fn a_mel_decoder_with_a_vocoder_streams_chunks_that_join_into_the_one_shot_audio() {
+    let dir = tempfile::tempdir().unwrap();
+    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
+    let device = Device::flex();
+    device.seed(3);
+    let mut paths = write_untrained_experiment(dir.path(), &codec, &device).unwrap();
+    let codec_config = Pipeline::load(&paths, &device).unwrap().codec_config;
+    let vocoder = voxspec_codec::VocosConfig::hop160()
+        .with_dim(32)
+        .with_intermediate_dim(64)
+        .with_n_layers(2);
+    let vocoder_dir = dir.path().join("vocoder");
+    voxspec_codec::vocoder::save_vocoder(&vocoder_dir, &vocoder, &vocoder.init(&device).unwrap())
+        .unwrap();
+    let mel = voxspec_codec::MelDecoderConfig::for_vocoder(
+        codec_config.n_q,
+        codec_config.codebook_size,
+        codec_config.hop_length(),
+        &vocoder,
+    )
+    .with_dim(32)
+    .with_intermediate_dim(64)
+    .with_n_code_blocks(2)
+    .with_n_mel_blocks(1);
+    let mel_dir = dir.path().join("mel_decoder");
+    voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &mel.init(&device).unwrap())
+        .unwrap();
+    paths.mel_decoder = Some(mel_dir);
+    paths.vocoder = Some(vocoder_dir);
+    let pipeline = Pipeline::load(&paths, &device).unwrap();
+    let context = pipeline
+        .mel
+        .as_ref()
+        .and_then(|m| m.context_frames())
+        .unwrap();
+    let text = pipeline.text_ids("Hi.").unwrap();
+    // As long as the untrained NAR's 64 positions allow, with chunks whose windows are cut
+    // on both sides.
+    let frames = 55;
+    // The third chunk, frames 23..34, is rendered from a window cut on both sides.
+    assert!(23 > context && 34 + context < frames, "context {context}");
+    let first: Vec<u32> = (0..frames as u32).map(|i| (i * 7 + i * i) % 16).collect();
+    let one_shot = pipeline.vocode(&text, None, &first, None).unwrap();
+    let hop = codec_config.hop_length();
+    assert_eq!(one_shot.len(), frames * hop);
+    let scale = one_shot.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0);
+    let config = StreamConfig {
+        first_frames: 12,
+        chunk_frames: 11,
+        nar: NarWindow::Whole,
+    };
+    let mut stream = pipeline.stream(&text, None, &first, None, config).unwrap();
+    let mut sizes = Vec::new();
+    let mut samples = Vec::new();
+    while let Some(chunk) = stream.next_chunk().unwrap() {
+        sizes.push(chunk.len());
+        samples.extend(chunk);
+    }
+    let d = max_diff(&samples, &one_shot) / scale;
+    assert!(d <= 1e-4, "relative max difference {d}");
+    assert_eq!(sizes[0], 12 * hop);
+    assert!(sizes.len() >= frames / 11, "{} chunks", sizes.len());
+    // Narrow NAR windows: the codes may differ, the length may not.
+    let narrow = StreamConfig {
+        first_frames: 10,
+        chunk_frames: 10,
+        nar: NarWindow::Sliding { context: 5 },
+    };
+    let mut stream = pipeline.stream(&text, None, &first, None, narrow).unwrap();
+    let mut total = 0;
+    while let Some(chunk) = stream.next_chunk().unwrap() {
+        total += chunk.len();
+    }
+    assert_eq!(total, frames * hop);
+}

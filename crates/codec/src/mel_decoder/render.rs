@@ -103,6 +103,55 @@ impl MelSpeech {
         &self.renderer
     }
 
+    /// Code frames on either side of a span that the span's samples depend on, when the
+    /// renderer is a vocoder: rendering a window that reaches this far past the span on each
+    /// side (or to the utterance's edge) gives the span the samples a render of the whole
+    /// utterance gives it, so a stream can render chunk by chunk. `None` for Griffin-Lim,
+    /// whose iterations tie every frame to every other.
+    pub fn context_frames(&self) -> Option<usize> {
+        let MelRenderer::Vocoder(vocoder) = &self.renderer else {
+            return None;
+        };
+        let (c, v) = (&self.config, vocoder.config());
+        // Code rate: the input convolution and the code blocks, then one frame for the
+        // transposed convolution's overlap.
+        let code = c.kernel_size / 2 * (1 + c.n_code_blocks) + 1;
+        // Mel rate: the mel blocks, the vocoder's embedding and blocks, and the iSTFT window.
+        let mel = c.kernel_size / 2 * c.n_mel_blocks
+            + v.kernel_size / 2 * (1 + v.n_layers)
+            + v.n_fft.div_ceil(2 * v.hop_length);
+        Some(code + mel.div_ceil(c.upsample().max(1)))
+    }
+
+    /// Samples of frames `from..to` of `codes` (`(to − from) · codec_hop`), rendered from the
+    /// codes of the whole window: with [`Self::context_frames`] of codes on either side of
+    /// the span (or the utterance's edge) they equal those of [`Self::synthesize`] over the
+    /// whole utterance.
+    ///
+    /// # Errors
+    /// [`VocoderError::Shape`] for a span outside the codes; as [`Self::synthesize`].
+    pub fn synthesize_span(
+        &self,
+        codes: &[Vec<u32>],
+        from: usize,
+        to: usize,
+    ) -> Result<Vec<f32>, VocoderError> {
+        let frames = codes.first().map_or(0, Vec::len);
+        if from > to || to > frames {
+            return Err(VocoderError::Shape {
+                what: "mel decoder span (frames from..to of the window)",
+                expected: format!("from <= to <= {frames}"),
+                found: vec![from, to],
+            });
+        }
+        if from == to {
+            return Ok(Vec::new());
+        }
+        let hop = self.config.codec_hop;
+        let wave = self.synthesize(codes)?;
+        Ok(wave[from * hop..to * hop].to_vec())
+    }
+
     /// The predicted log-mel of `codes`.
     ///
     /// # Shapes

@@ -237,3 +237,64 @@ fn speech_has_codec_hop_samples_per_frame_and_refuses_another_mel() {
     .unwrap_err();
     assert!(e.to_string().contains("mel decoder predicts"), "{e}");
 }
+
+#[test]
+fn a_window_with_its_context_renders_a_span_as_the_whole_utterance_does() {
+    let device = Device::flex();
+    let config = tiny(2, 128).with_n_code_blocks(2).with_n_mel_blocks(2);
+    let vocoder_config = VocosConfig::tiny();
+    let vocoder = Vocoder::new(
+        vocoder_config.clone(),
+        vocoder_config.init(&device).unwrap(),
+        &device,
+    )
+    .unwrap();
+    let speech = MelSpeech::new(
+        config.clone(),
+        config.init(&device).unwrap(),
+        MelRenderer::Vocoder(Box::new(vocoder)),
+        &device,
+    )
+    .unwrap();
+    let frames = 64;
+    let rows: Vec<Vec<u32>> = (0..2u32)
+        .map(|q| {
+            (0..frames as u32)
+                .map(|t| (t * 7 + q * 5 + t * t) % 16)
+                .collect()
+        })
+        .collect();
+    let whole = speech.synthesize(&rows).unwrap();
+    let scale = whole.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0);
+    let context = speech.context_frames().unwrap();
+    let hop = 128;
+    // The span's samples from a window of `c` frames of context on either side.
+    let span = |from: usize, to: usize, c: usize| {
+        let (lo, hi) = (from.saturating_sub(c), (to + c).min(frames));
+        let window: Vec<Vec<u32>> = rows.iter().map(|r| r[lo..hi].to_vec()).collect();
+        let samples = speech.synthesize_span(&window, from - lo, to - lo).unwrap();
+        assert_eq!(samples.len(), (to - from) * hop);
+        samples
+            .iter()
+            .zip(&whole[from * hop..to * hop])
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()))
+            / scale
+    };
+    for (from, to) in [(0, 10), (10, 30), (30, 50), (50, 64), (20, 21)] {
+        let err = span(from, to, context);
+        assert!(err < 1e-4, "span {from}..{to}: relative error {err}");
+    }
+    // Less context changes the interior spans' edges: the bound is not loose by construction.
+    assert!(span(30, 34, 2) > 1e-3);
+    assert!(speech.synthesize_span(&rows, 10, 65).is_err());
+    assert!(speech.synthesize_span(&rows, 5, 5).unwrap().is_empty());
+    let gl = MelSpeech::new(
+        config.clone(),
+        config.init(&device).unwrap(),
+        MelRenderer::GriffinLim(crate::vocoder::GriffinLimConfig::default()),
+        &device,
+    )
+    .unwrap();
+    assert_eq!(gl.context_frames(), None);
+}
