@@ -40,6 +40,7 @@ threads=""
 device=""
 codec=""
 mel_decoder=""
+mel_vocoder=""
 heads=8
 matmul=auto
 ar_steps=""
@@ -82,9 +83,11 @@ Usage: $0 [options]
                        corpus, checkpoints/kathleen/codec or checkpoints/codec-minitts;
                        stages 2-5 need codes)
   --mel-decoder DIR    codes → log-mel decoder linked as <exp>/mel_decoder, which synthesize,
-                       serve and the bench then render the codes with (Griffin-Lim) in place of
-                       the codec's decoder (default for kathleen: checkpoints/kathleen/mel_decoder;
-                       none for minitts; 'none': the codec's decoder)
+                       serve and the bench then render the codes with in place of the codec's
+                       decoder (default for kathleen: checkpoints/kathleen/mel_decoder; none for
+                       minitts; 'none': the codec's decoder)
+  --mel-vocoder DIR    vocoder of the mel decoder's log-mel, linked as <exp>/vocoder (default for
+                       kathleen: checkpoints/kathleen/vocoder; 'none': Griffin-Lim)
   --heads N            MTP prediction heads (default 8)
   --matmul P           precision of the AR/NAR linear layers' products: auto (default: bf16
                        operands with f32 sums where the CPU has AMX-BF16 tiles, f32 elsewhere),
@@ -134,6 +137,7 @@ while [ $# -gt 0 ]; do
     --device) device="$2"; shift 2 ;;
     --codec) codec="$2"; shift 2 ;;
     --mel-decoder) mel_decoder="$2"; shift 2 ;;
+    --mel-vocoder) mel_vocoder="$2"; shift 2 ;;
     --heads) heads="$2"; shift 2 ;;
     --matmul) matmul="$2"; shift 2 ;;
     --ar-steps) ar_steps="$2"; shift 2 ;;
@@ -165,7 +169,8 @@ else
     minitts) train_subsets="train-clean-100"; codec="${codec:-checkpoints/codec-minitts}" ;;
     kathleen) train_subsets=train; dev_subsets=dev; test_subsets=test
       codec="${codec:-checkpoints/kathleen/codec}"; ar_steps="${ar_steps:-800}"
-      mel_decoder="${mel_decoder:-checkpoints/kathleen/mel_decoder}" ;;
+      mel_decoder="${mel_decoder:-checkpoints/kathleen/mel_decoder}"
+      mel_vocoder="${mel_vocoder:-checkpoints/kathleen/vocoder}" ;;
     *) echo "error: --corpus must be minitts or kathleen, not '$corpus_name'" >&2; exit 2 ;;
   esac
   corpus="datasets/$corpus_name"
@@ -265,6 +270,13 @@ if run_stage 2 extract; then
       fi
     elif [ -L "$exp/mel_decoder" ]; then
       rm "$exp/mel_decoder"
+    fi
+    if [ -n "$mel_vocoder" ] && [ "$mel_vocoder" != none ] && [ -f "$mel_vocoder/config.json" ]; then
+      if [ -L "$exp/vocoder" ] || [ ! -e "$exp/vocoder" ]; then
+        ln -sfn "$(realpath "$mel_vocoder")" "$exp/vocoder"
+      fi
+    elif [ -L "$exp/vocoder" ]; then
+      rm "$exp/vocoder"
     fi
     finish_stage extract
   else

@@ -11,7 +11,11 @@
 #   stage 2  mel     a codes → log-mel decoder (`voxspec codec train-mel`): first on the
 #                    recordings' own codes (<exp>/tokens, --mel-steps), then fitted to <exp>/fill
 #                    (--mel-fill-steps) → <exp>/mel_decoder, which synthesize, serve and the bench
-#                    of <exp> then render with (Griffin-Lim) instead of the codec's decoder
+#                    of <exp> then render with instead of the codec's decoder
+#   stage 3  vocoder a vocoder of that log-mel trained on the recordings (`voxspec vocoder
+#                    train`, from checkpoints/vocoder-minitts, --vocoder-steps) → <exp>/vocoder,
+#                    which renders the mel decoder's log-mel (without it: Griffin-Lim) and lets
+#                    a stream start before the sentence's last frame is rendered
 #
 # No NAR reproduces the codec's upper RVQ layers (a few percent of its codes match), so a
 # decoder that has only seen its encoder's codes renders generated speech worse than it could.
@@ -27,11 +31,12 @@ exp=exp/kathleen
 steps=1500
 mel_steps=1200
 mel_fill_steps=1000
+vocoder_steps=1500
 threads=""
 force_stages=()
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -40,10 +45,11 @@ Usage: $0 [options]
   --steps N          decoder training steps (default 1500: about 35 minutes on 2 cores)
   --mel-steps N      mel decoder steps on the recordings' codes (default 1200: 25 minutes)
   --mel-fill-steps N mel decoder steps on the filled codes (default 1000: 20 minutes)
+  --vocoder-steps N  vocoder steps on the recordings (default 1500: 18 minutes)
   --threads N        worker threads
   --stage N          first stage to run (default 0)
   --stop-stage N     last stage to run
-  --force-stage NAME rerun a finished stage (fill, tune, mel)
+  --force-stage NAME rerun a finished stage (fill, tune, mel, vocoder)
 USAGE
 }
 
@@ -53,6 +59,7 @@ while [ $# -gt 0 ]; do
     --steps) steps="$2"; shift 2 ;;
     --mel-steps) mel_steps="$2"; shift 2 ;;
     --mel-fill-steps) mel_fill_steps="$2"; shift 2 ;;
+    --vocoder-steps) vocoder_steps="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --stage) stage="$2"; shift 2 ;;
     --stop-stage) stop_stage="$2"; shift 2 ;;
@@ -108,4 +115,17 @@ if run_stage 2 mel; then
   vx export --checkpoint "$exp/mel-fill" --to "$exp/mel_decoder" --dtype bf16
   finish_stage mel
   log "Mel decoder: $exp/mel_decoder (synthesize --exp $exp renders with it; --codec-decoder not)"
+fi
+
+if run_stage 3 vocoder; then
+  log "Stage 3 (vocoder): $vocoder_steps steps on the recordings of $exp/data → $exp/vocoder"
+  if [ ! -f "$exp/vocoder-run/model.safetensors" ]; then
+    vx vocoder train --data "$exp/data" --out "$exp/vocoder-run" \
+      --init checkpoints/vocoder-minitts --steps "$vocoder_steps" --valid-every 500 \
+      --checkpoint-every 250 $(resume_flag "$exp/vocoder-run")
+  fi
+  rm -rf "$exp/vocoder"
+  vx export --checkpoint "$exp/vocoder-run" --to "$exp/vocoder"
+  finish_stage vocoder
+  log "Vocoder: $exp/vocoder (synthesize --exp $exp renders the mel decoder's log-mel with it)"
 fi

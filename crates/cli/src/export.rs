@@ -11,12 +11,14 @@ use voxspec_mtp::{ExportDtype, ExportExtras, ExportSource};
 /// Export a trained AR (mtp), draft or NAR model: config.json, model.safetensors (tensor names
 /// are module paths; linear weights are [in, out]), tokenizer.json, optional
 /// transitions.safetensors / groups.safetensors, and a README.md model card. A mel decoder
-/// (`codec train-mel` output) is exported as its config.json and weights. The weights are
+/// (`codec train-mel` output) or a vocoder (`vocoder train`) is exported as its config.json and
+/// weights. The weights are
 /// loaded and checked against the config before anything is written. `tools/load_export.py`
 /// shows how to read the result from Python with `safetensors`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Run directory of `voxspec train mtp|nar|draft` or `voxspec codec train-mel`.
+    /// Run directory of `voxspec train mtp|nar|draft`, `voxspec codec train-mel` or `voxspec
+    /// vocoder train`.
     #[arg(long, value_name = "DIR")]
     checkpoint: PathBuf,
     /// Output directory (created; must be empty or absent).
@@ -42,8 +44,8 @@ enum DtypeArg {
 }
 
 pub fn run(args: ExportArgs) -> anyhow::Result<()> {
-    if is_mel_decoder(&args.checkpoint) {
-        return export_mel_decoder(&args);
+    if let Some(kind) = renderer_kind(&args.checkpoint) {
+        return export_renderer(&args, kind);
     }
     let source = ExportSource::open(&args.checkpoint)?;
     let device = crate::device::single()?;
@@ -66,24 +68,56 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn is_mel_decoder(dir: &Path) -> bool {
-    std::fs::read(dir.join("config.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| v["kind"] == voxspec_codec::mel_decoder::MEL_DECODER_KIND)
+/// The models between codes and samples that export as their config and weights alone.
+#[derive(Debug, Clone, Copy)]
+enum Renderer {
+    MelDecoder,
+    Vocoder,
 }
 
-/// A mel decoder: its weights are loaded (and so checked against its config) before its
-/// config.json and weights (f32 or bf16) are written to `--to`.
-fn export_mel_decoder(args: &ExportArgs) -> anyhow::Result<()> {
+impl Renderer {
+    fn name(self) -> &'static str {
+        match self {
+            Self::MelDecoder => "mel decoder",
+            Self::Vocoder => "vocoder",
+        }
+    }
+}
+
+fn renderer_kind(dir: &Path) -> Option<Renderer> {
+    let config = std::fs::read(dir.join("config.json")).ok()?;
+    let kind = serde_json::from_slice::<serde_json::Value>(&config).ok()?["kind"].clone();
+    if kind == voxspec_codec::mel_decoder::MEL_DECODER_KIND {
+        Some(Renderer::MelDecoder)
+    } else if kind == voxspec_codec::vocoder::VOCODER_KIND {
+        Some(Renderer::Vocoder)
+    } else {
+        None
+    }
+}
+
+/// A mel decoder or a vocoder: its weights are loaded (and so checked against its config)
+/// before its config.json and weights (f32 or bf16) are written to `--to`.
+fn export_renderer(args: &ExportArgs, kind: Renderer) -> anyhow::Result<()> {
+    let (name, dir) = (kind.name(), &args.checkpoint);
     anyhow::ensure!(
         args.transitions.is_none() && args.groups.is_none(),
-        "--transitions and --groups belong to AR models, not to the mel decoder {}",
-        args.checkpoint.display()
+        "--transitions and --groups belong to AR models, not to the {name} {}",
+        dir.display()
     );
     let device = crate::device::single()?;
-    let (_, model) = voxspec_codec::load_mel_decoder(&args.checkpoint, &device)
-        .with_context(|| format!("loading the mel decoder {}", args.checkpoint.display()))?;
+    let loading = || format!("loading the {name} {}", dir.display());
+    let params = match kind {
+        Renderer::MelDecoder => {
+            let (_, model) = voxspec_codec::load_mel_decoder(dir, &device).with_context(loading)?;
+            burn::module::Module::num_params(&model)
+        }
+        Renderer::Vocoder => {
+            let (_, model) =
+                voxspec_codec::vocoder::load_vocoder(dir, &device).with_context(loading)?;
+            burn::module::Module::num_params(&model)
+        }
+    };
     if args.to.exists() {
         let empty = std::fs::read_dir(&args.to)
             .with_context(|| format!("reading {}", args.to.display()))?
@@ -106,8 +140,8 @@ fn export_mel_decoder(args: &ExportArgs) -> anyhow::Result<()> {
         DtypeArg::Bf16 => voxspec_mtp::export::write_bf16(&from, &to)?,
     }
     println!(
-        "exported mel decoder ({:.2}M parameters) → {}",
-        burn::module::Module::num_params(&model) as f64 / 1e6,
+        "exported {name} ({:.2}M parameters) → {}",
+        params as f64 / 1e6,
         args.to.display()
     );
     Ok(())

@@ -31,8 +31,8 @@ pub struct ModelArgs {
     /// the codec's decoder [default: <EXP>/mel_decoder when there is one].
     #[arg(long, value_name = "DIR", conflicts_with = "codec_decoder")]
     pub mel_decoder: Option<PathBuf>,
-    /// Vocoder that renders the mel decoder's log-mel [default: <EXP>/vocoder when there is
-    /// one, else Griffin-Lim].
+    /// Vocoder that renders the mel decoder's log-mel; `none`: Griffin-Lim [default:
+    /// <EXP>/vocoder when there is one, else Griffin-Lim].
     #[arg(long, value_name = "DIR")]
     pub mel_vocoder: Option<PathBuf>,
     /// Render the codes with the codec's own decoder even when the experiment has a mel
@@ -69,7 +69,11 @@ impl ModelArgs {
             } else {
                 self.mel_decoder.clone().or(defaults.mel_decoder)
             },
-            vocoder: self.mel_vocoder.clone().or(defaults.vocoder),
+            vocoder: match &self.mel_vocoder {
+                Some(dir) if dir.as_os_str() == "none" => None,
+                Some(dir) => Some(dir.clone()),
+                None => defaults.vocoder,
+            },
             engine: self.engine,
         }
     }

@@ -487,8 +487,9 @@ fn synthesize_and_bench_every_decoder() {
     assert!(tuned.join("model.safetensors").is_file());
 
     // codec train-mel on the filled codes; synthesis through it with the vocoder and with
-    // Griffin-Lim, whole and streamed (with the NAR over the whole utterance the stream renders
-    // the same codes once they are all in, so the two are the same audio).
+    // Griffin-Lim, whole and streamed: with the NAR over the whole utterance the vocoder's
+    // chunks (each rendered with the context it depends on) and Griffin-Lim's one piece are
+    // the one-shot audio.
     let vocoder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/vocoder-minitts");
     let mel = dir.path().join("mel");
     let out = ok(&[
@@ -560,6 +561,37 @@ fn synthesize_and_bench_every_decoder() {
             .fold(0.0f32, f32::max);
         assert!(diff <= 1.0 / 32768.0 + 1e-6, "{renderer:?}: {diff}");
     }
+    // export: a vocoder as its config and bf16 weights (half the bytes), which then renders.
+    let exported = dir.path().join("vocoder-bf16");
+    let out = ok(&[
+        "export",
+        "--checkpoint",
+        s(&vocoder),
+        "--to",
+        s(&exported),
+        "--dtype",
+        "bf16",
+    ]);
+    assert!(out.contains("exported vocoder"), "{out}");
+    assert_eq!(read_json(&exported.join("config.json"))["kind"], "vocoder");
+    let bytes = |d: &Path| {
+        std::fs::metadata(d.join("model.safetensors"))
+            .unwrap()
+            .len()
+    };
+    assert!(2 * bytes(&exported) < bytes(&vocoder) + 8192);
+    run_ok(&[
+        "--text",
+        "the cat",
+        "--decoder",
+        "ar",
+        "--mel-decoder",
+        s(&mel),
+        "--mel-vocoder",
+        s(&exported),
+        "-o",
+        s(&whole),
+    ]);
     // A mel decoder for another codebook is refused by name.
     let err = run_fail(&[
         "--text",
