@@ -98,6 +98,12 @@ pub struct TrainArgs {
     /// sixteenth of its work: what two CPU cores train in minutes) or `full` (HiFi-GAN's).
     #[arg(long, value_enum, default_value = "small")]
     discriminators: DiscriminatorArg,
+    /// Weight of APNet's anti-wrapping phase losses against the recording's phase (its
+    /// instantaneous phase, group delay and instantaneous frequency at the vocoder's STFT),
+    /// which teach the head phases that join from frame to frame without discriminators; 0:
+    /// none.
+    #[arg(long, default_value_t = 0.0, value_name = "W")]
+    phase_weight: f32,
     /// Start from this trained vocoder (its model settings replace --preset's).
     #[arg(long, value_name = "DIR")]
     init: Option<PathBuf>,
@@ -169,14 +175,21 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
             Some(dir) => load_vocoder(dir)?.config().clone(),
             None => VocosConfig::preset(args.preset.into()),
         };
-        anyhow::Ok(VocoderRunSettings::new(
+        let mut settings = VocoderRunSettings::new(
             args.preset.into(),
             model,
             args.segment,
             args.adversarial.then_some(args.discriminators.into()),
             args.train.batch,
             args.train.seed,
-        )?)
+        )?;
+        anyhow::ensure!(
+            args.phase_weight.is_finite() && args.phase_weight >= 0.0,
+            "--phase-weight must be a finite weight of at least 0, not {}",
+            args.phase_weight
+        );
+        settings.loss.phase_weight = args.phase_weight;
+        anyhow::Ok(settings)
     })?;
     if run.resumed && run.settings.preset != args.preset.into() {
         tracing::warn!(saved = ?run.settings.preset, given = ?args.preset,

@@ -1,12 +1,12 @@
 //! The Vocos vocoder: output length, mel front-end parity, save/load, a training smoke run,
-//! adversarial training and warm starts.
+//! adversarial training, the phase losses and warm starts.
 
 use burn::tensor::{Device, Tensor, TensorData};
 use voxspec_audio::{LogMel, sine};
 use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
 use voxspec_codec::vocoder::{
     MelLoss, VocoderLossConfig, VocoderTask, Vocos, VocosConfig, WaveSegments, load_vocoder,
-    save_vocoder,
+    phase_loss, save_vocoder,
 };
 use voxspec_train::{OptimConfig, StepReport, TrainConfig, TrainObserver, TrainTask, Trainer};
 
@@ -266,4 +266,56 @@ fn init_starts_from_the_saved_vocoder() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("model.safetensors"), "{err}");
+}
+
+#[test]
+fn the_phase_loss_ignores_whole_turns_and_charges_jumps_between_frames() {
+    use std::f32::consts::PI;
+    let device = Device::flex();
+    let (bins, frames) = (5, 6);
+    let phase = |f: &dyn Fn(usize, usize) -> f32| -> Tensor<3> {
+        let v: Vec<f32> = (0..bins)
+            .flat_map(|b| (0..frames).map(move |t| (b, t)))
+            .map(|(b, t)| f(b, t))
+            .collect();
+        Tensor::from_data(TensorData::new(v, [1, bins, frames]), &device)
+    };
+    let target = || phase(&|b, t| 0.3 * b as f32 - 0.7 * t as f32);
+    let loss = |pred: Tensor<3>| to_vec(phase_loss(pred, target()))[0];
+    assert!(loss(target()) < 1e-5);
+    // Whole turns, per bin and frame, cost nothing.
+    let turns = phase(&|b, t| 0.3 * b as f32 - 0.7 * t as f32 + 2.0 * PI * ((b + t) % 3) as f32);
+    assert!(loss(turns) < 1e-4);
+    // A constant offset of 1 costs the instantaneous phase only.
+    let offset = phase(&|b, t| 0.3 * b as f32 - 0.7 * t as f32 + 1.0);
+    assert!((loss(offset) - 1.0).abs() < 1e-4);
+    // Every other frame off by 1: instantaneous phase 0.5 on average, no group delay error,
+    // instantaneous frequency off by 1 at every step.
+    let jumps = phase(&|b, t| 0.3 * b as f32 - 0.7 * t as f32 + (t % 2) as f32);
+    let jumped = loss(jumps);
+    assert!((jumped - 1.5).abs() < 1e-4, "{jumped}");
+}
+
+#[test]
+fn training_with_the_phase_loss_brings_the_phase_towards_the_recording() {
+    let device = Device::flex();
+    let config = VocosConfig::tiny();
+    let data = WaveSegments::new(&config, &tones(config.hop_length), 16, 4, 7).unwrap();
+    let loss = VocoderLossConfig {
+        phase_weight: 1.0,
+        ..VocoderLossConfig::tiny()
+    };
+    let task = VocoderTask::new(config, loss, data);
+    let steps = 30;
+    let dir = tempfile::tempdir().unwrap();
+    let mut record = AllValues::default();
+    Trainer::new(train_config(steps), task, dir.path(), &device)
+        .run(&mut record)
+        .unwrap();
+    let phase: Vec<f64> = record.0.iter().map(|v| v["phase"]).collect();
+    let (head, tail) = (
+        phase[..5].iter().sum::<f64>(),
+        phase[steps - 5..].iter().sum::<f64>(),
+    );
+    assert!(tail < 0.9 * head, "phase loss {phase:?}");
 }

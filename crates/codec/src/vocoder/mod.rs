@@ -27,5 +27,5 @@ pub use stft::TensorStft;
 pub use synth::{Vocoder, griffin_lim_resynthesize, vocoder_log_mel};
 pub use train::{
     MelLoss, MultiResolutionStftLoss, VOCODER_KIND, VocoderBatch, VocoderGan, VocoderLossConfig,
-    VocoderTask, WaveSegments, load_vocoder, save_vocoder,
+    VocoderTask, WaveSegments, load_vocoder, phase_loss, save_vocoder,
 };

@@ -309,15 +309,19 @@ impl Vocos {
         self.hop_length
     }
 
-    /// The complex spectrum the head predicts.
+    /// The head's log-magnitude (clamped to `ln(max_magnitude)`) and phase (radians, not
+    /// wrapped).
     ///
     /// # Shapes
     /// - `log_mel`: `[batch, n_mels, frames]`
-    /// - output: `[batch, 2 · n_bins, frames]` (real parts, then imaginary parts)
+    /// - output: two `[batch, n_bins, frames]`
     ///
     /// # Errors
     /// [`VocoderError::Shape`] when the input has the wrong number of mel bands or no frames.
-    pub fn spectrum(&self, log_mel: Tensor<3>) -> Result<Tensor<3>, VocoderError> {
+    pub fn log_magnitude_phase(
+        &self,
+        log_mel: Tensor<3>,
+    ) -> Result<(Tensor<3>, Tensor<3>), VocoderError> {
         let [batch, n_mels, frames] = log_mel.dims();
         if n_mels != self.n_mels || frames == 0 {
             return Err(VocoderError::Shape {
@@ -337,10 +341,39 @@ impl Vocos {
             .slice([0..batch, 0..n_bins, 0..frames])
             .clamp_max(self.log_max_magnitude);
         let phase = out.slice([0..batch, n_bins..2 * n_bins, 0..frames]);
-        let mag = log_mag.exp();
-        let re = mag.clone() * phase.clone().cos();
-        let im = mag * phase.sin();
-        Ok(Tensor::cat(vec![re, im], 1))
+        Ok((log_mag, phase))
+    }
+
+    /// The complex spectrum the head predicts.
+    ///
+    /// # Shapes
+    /// - `log_mel`: `[batch, n_mels, frames]`
+    /// - output: `[batch, 2 · n_bins, frames]` (real parts, then imaginary parts)
+    ///
+    /// # Errors
+    /// [`VocoderError::Shape`] when the input has the wrong number of mel bands or no frames.
+    pub fn spectrum(&self, log_mel: Tensor<3>) -> Result<Tensor<3>, VocoderError> {
+        let (log_mag, phase) = self.log_magnitude_phase(log_mel)?;
+        Ok(complex(log_mag, phase))
+    }
+
+    /// A waveform and the phase it was made from.
+    ///
+    /// # Shapes
+    /// - `log_mel`: `[batch, n_mels, frames]`
+    /// - output: `[batch, frames · hop_length]` and `[batch, n_bins, frames]`
+    ///
+    /// # Errors
+    /// As [`Vocos::forward`].
+    pub fn forward_with_phase(
+        &self,
+        log_mel: Tensor<3>,
+        istft: &TensorStft,
+    ) -> Result<(Tensor<2>, Tensor<3>), VocoderError> {
+        let frames = log_mel.dims()[2];
+        let (log_mag, phase) = self.log_magnitude_phase(log_mel)?;
+        let wave = istft.inverse(complex(log_mag, phase.clone()), frames * self.hop_length)?;
+        Ok((wave, phase))
     }
 
     /// Synthesises a waveform.
@@ -360,4 +393,13 @@ impl Vocos {
         let spec = self.spectrum(log_mel)?;
         istft.inverse(spec, frames * self.hop_length)
     }
+}
+
+/// `[batch, n_bins, frames]` log-magnitude and phase → `[batch, 2 · n_bins, frames]` real
+/// parts, then imaginary parts.
+fn complex(log_mag: Tensor<3>, phase: Tensor<3>) -> Tensor<3> {
+    let mag = log_mag.exp();
+    let re = mag.clone() * phase.clone().cos();
+    let im = mag * phase.sin();
+    Tensor::cat(vec![re, im], 1)
 }

@@ -65,6 +65,9 @@ pub struct VocoderLossConfig {
     pub adversarial_weight: f32,
     /// Weight of feature matching (whose own factor is HiFi-GAN's 2).
     pub feature_weight: f32,
+    /// Weight of the anti-wrapping phase losses against the recording's phase at the
+    /// vocoder's own STFT ([`phase_loss`]; APNet, Ai & Ling 2023); 0: none.
+    pub phase_weight: f32,
 }
 
 impl Default for VocoderLossConfig {
@@ -78,6 +81,7 @@ impl Default for VocoderLossConfig {
             adversarial: None,
             adversarial_weight: 1.0,
             feature_weight: 1.0,
+            phase_weight: 0.0,
         }
     }
 }
@@ -407,25 +411,84 @@ impl VocoderTask {
         model: &Vocos,
         batch: &VocoderBatch,
     ) -> Result<(Tensor<1>, Tensor<1>, Tensor<1>, Tensor<1>), VocoderError> {
-        let (losses, _) = self.reconstruction(model, batch)?;
+        let (losses, _, _) = self.reconstruction(model, batch)?;
         Ok(losses)
     }
 
-    /// [`VocoderTask::losses`] and the resynthesis `[batch, samples]` they were computed on.
+    /// [`VocoderTask::losses`] (their total with the phase loss when it is weighted), the phase
+    /// loss, and the resynthesis `[batch, samples]` they were computed on.
     #[allow(clippy::type_complexity)]
     fn reconstruction(
         &self,
         model: &Vocos,
         batch: &VocoderBatch,
-    ) -> Result<((Tensor<1>, Tensor<1>, Tensor<1>, Tensor<1>), Tensor<2>), VocoderError> {
+    ) -> Result<
+        (
+            (Tensor<1>, Tensor<1>, Tensor<1>, Tensor<1>),
+            Option<Tensor<1>>,
+            Tensor<2>,
+        ),
+        VocoderError,
+    > {
         let k = self.kernels(&batch.wave.device())?;
-        let pred = model.forward(batch.log_mel.clone(), &k.istft)?;
+        let (pred, phase) = model.forward_with_phase(batch.log_mel.clone(), &k.istft)?;
         let (sc, logmag) = k.stft.forward(pred.clone(), batch.wave.clone());
         let mel = k.mel.forward(pred.clone(), batch.wave.clone());
-        let total = (sc.clone() + logmag.clone()).mul_scalar(f64::from(self.loss.stft_weight))
+        let mut total = (sc.clone() + logmag.clone()).mul_scalar(f64::from(self.loss.stft_weight))
             + mel.clone().mul_scalar(f64::from(self.loss.mel_weight));
-        Ok(((total, sc, logmag, mel), pred))
+        let phase = (self.loss.phase_weight > 0.0).then(|| {
+            let loss = phase_loss(phase, recording_phase(&k.istft, batch.wave.clone()));
+            total = total.clone() + loss.clone().mul_scalar(f64::from(self.loss.phase_weight));
+            loss
+        });
+        Ok(((total, sc, logmag, mel), phase, pred))
     }
+}
+
+/// `|x − 2π · round(x / 2π)|`: the distance of a phase difference from the nearest multiple of
+/// 2π, so that phases equal up to whole turns cost nothing.
+fn anti_wrap(x: Tensor<3>) -> Tensor<3> {
+    let turn = 2.0 * std::f64::consts::PI;
+    let turns = x.clone().div_scalar(turn).round().mul_scalar(turn);
+    (x - turns).abs()
+}
+
+/// APNet's anti-wrapping phase losses (Ai & Ling 2023, Eq. 5–9): the mean wrapped error of the
+/// instantaneous phase, of the group delay (its difference across frequency bins) and of the
+/// instantaneous angular frequency (its difference across frames). A constant offset of the
+/// phase costs only the first; a frame-to-frame jump, the periodic buzz of a vocoder that
+/// predicts each frame's phase alone, costs the last.
+///
+/// # Shapes
+/// - `pred`, `target`: `[batch, n_bins, frames]` (radians); output: `[1]`
+pub fn phase_loss(pred: Tensor<3>, target: Tensor<3>) -> Tensor<1> {
+    let [_, bins, frames] = pred.dims();
+    let diff = |x: Tensor<3>, dim: usize| -> Tensor<3> {
+        let n = x.dims()[dim];
+        x.clone().narrow(dim, 1, n - 1) - x.narrow(dim, 0, n - 1)
+    };
+    let mut loss = anti_wrap(pred.clone() - target.clone()).mean();
+    if bins > 1 {
+        loss = loss + anti_wrap(diff(pred.clone(), 1) - diff(target.clone(), 1)).mean();
+    }
+    if frames > 1 {
+        loss = loss + anti_wrap(diff(pred, 2) - diff(target, 2)).mean();
+    }
+    loss
+}
+
+/// The recording's phase at the vocoder's own STFT, frame for frame with its prediction.
+///
+/// # Shapes
+/// - `wave`: `[batch, frames · hop]`; output `[batch, n_bins, frames]`
+fn recording_phase(istft: &TensorStft, wave: Tensor<2>) -> Tensor<3> {
+    let [batch, samples] = wave.dims();
+    let n_bins = istft.n_bins();
+    let frames = samples / istft.config().hop_length;
+    let spec = istft.forward(wave).detach(); // [batch, 2 · n_bins, frames + 1]
+    let re = spec.clone().slice([0..batch, 0..n_bins, 0..frames]);
+    let im = spec.slice([0..batch, n_bins..2 * n_bins, 0..frames]);
+    im.atan2(re)
 }
 
 /// `[batch, samples]` → `[batch, 1, samples]`, the discriminators' input.
@@ -495,7 +558,7 @@ impl TrainTask for VocoderTask {
                 terms: vec![("disc".into(), loss)],
             });
         }
-        let ((mut total, sc, logmag, mel), pred) = self
+        let ((mut total, sc, logmag, mel), phase, pred) = self
             .reconstruction(&model.generator, batch)
             .map_err(TrainError::task)?;
         let fake = channel(pred); // [batch, 1, samples]
@@ -504,6 +567,9 @@ impl TrainTask for VocoderTask {
             ("stft_logmag".into(), logmag),
             ("mel_l1".into(), mel),
         ];
+        if let Some(phase) = phase {
+            terms.push(("phase".into(), phase));
+        }
         if let Some(disc) = &model.discriminator {
             let (adv, fm) = disc.generator_losses(real, fake);
             total = total
