@@ -248,43 +248,43 @@ impl SpeechStream<'_> {
             self.config.chunk_frames
         };
         let (from, to) = (self.pushed, (self.pushed + size).min(total));
-        if self.codec.is_none() {
-            let audio = match self.mel_context {
-                // A vocoder: the chunk from a window with the context it depends on.
-                Some(context) => {
-                    let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
-                    let window = self.window_codes(lo, hi)?;
-                    self.pipeline.render_span(&window, from - lo, to - lo)?
-                }
-                // Griffin-Lim: the whole utterance in one chunk.
-                None => {
-                    let audio = match &self.whole {
-                        Some(all) => self.pipeline.decode_codes(all)?,
-                        None => Vec::new(),
-                    };
-                    self.pushed = total;
-                    self.done = true;
-                    return Ok(Some(audio));
-                }
-            };
-            self.pushed = to;
-            self.done = to == total;
-            return Ok(Some(audio));
-        }
-        let window = self.window_codes(from, to)?;
-        let codes = self.pipeline.codes_tensor(&window, 0, to - from);
-        let Some(codec) = &mut self.codec else {
-            return Ok(None);
+        // The codec's stream is taken out while the window's codes are made, and put back.
+        let Some(mut codec) = self.codec.take() else {
+            return self.next_mel_chunk(from, to).map(Some);
         };
-        let mut audio = codec
-            .push(codes)
-            .map_err(TtsError::stage("the codec decoder"))?;
+        let pushed = self.window_codes(from, to).and_then(|window| {
+            codec
+                .push(self.pipeline.codes_tensor(&window, 0, to - from))
+                .map_err(TtsError::stage("the codec decoder"))
+        });
+        self.codec = Some(codec);
+        let mut audio = pushed?;
         self.pushed = to;
         if to == total {
             self.done = true;
             audio.extend(self.finish()?);
         }
         Ok(Some(audio))
+    }
+
+    /// A mel decoder's chunk of frames `from..to`: with a vocoder, rendered from a window with
+    /// the context it depends on; with Griffin-Lim, the whole utterance in one piece.
+    fn next_mel_chunk(&mut self, from: usize, to: usize) -> Result<Vec<f32>> {
+        let total = self.first.len();
+        let Some(context) = self.mel_context else {
+            self.pushed = total;
+            self.done = true;
+            return match &self.whole {
+                Some(all) => self.pipeline.decode_codes(all),
+                None => Ok(Vec::new()),
+            };
+        };
+        let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
+        let window = self.window_codes(lo, hi)?;
+        let audio = self.pipeline.render_span(&window, from - lo, to - lo)?;
+        self.pushed = to;
+        self.done = to == total;
+        Ok(audio)
     }
 
     /// Every layer's codes of frames `from..to`: a slice of [`SpeechStream::whole`], or the

@@ -14,6 +14,12 @@ fn tiny(n_q: usize, codec_hop: usize) -> MelDecoderConfig {
         .with_n_mel_blocks(1)
 }
 
+/// An untrained vocoder of [`VocosConfig::tiny`].
+fn tiny_vocoder(device: &Device) -> Vocoder {
+    let config = VocosConfig::tiny();
+    Vocoder::new(config.clone(), config.init(device).unwrap(), device).unwrap()
+}
+
 fn codes(rows: &[Vec<i64>], device: &Device) -> Tensor<3, Int> {
     let (n_q, frames) = (rows.len(), rows[0].len());
     let flat: Vec<i64> = rows.iter().flatten().copied().collect();
@@ -202,13 +208,7 @@ fn speech_has_codec_hop_samples_per_frame_and_refuses_another_mel() {
     let device = Device::flex();
     let config = tiny(2, 128);
     let rows = vec![vec![1u32; 7], vec![2u32; 7]];
-    let vocoder_config = VocosConfig::tiny();
-    let vocoder = Vocoder::new(
-        vocoder_config.clone(),
-        vocoder_config.init(&device).unwrap(),
-        &device,
-    )
-    .unwrap();
+    let vocoder = tiny_vocoder(&device);
     for renderer in [
         MelRenderer::Vocoder(Box::new(vocoder)),
         MelRenderer::GriffinLim(crate::vocoder::GriffinLimConfig::default()),
@@ -242,13 +242,7 @@ fn speech_has_codec_hop_samples_per_frame_and_refuses_another_mel() {
 fn a_window_with_its_context_renders_a_span_as_the_whole_utterance_does() {
     let device = Device::flex();
     let config = tiny(2, 128).with_n_code_blocks(2).with_n_mel_blocks(2);
-    let vocoder_config = VocosConfig::tiny();
-    let vocoder = Vocoder::new(
-        vocoder_config.clone(),
-        vocoder_config.init(&device).unwrap(),
-        &device,
-    )
-    .unwrap();
+    let vocoder = tiny_vocoder(&device);
     let speech = MelSpeech::new(
         config.clone(),
         config.init(&device).unwrap(),
