@@ -258,8 +258,9 @@ fn synth(args: SynthArgs) -> anyhow::Result<()> {
         let samples = read_audio(input, rate)?;
         anyhow::ensure!(!samples.is_empty(), "{} holds no samples", input.display());
         let started = Instant::now();
-        let wave = voxspec_eval::vocoder::resynthesize(&vocoder, args.griffin_lim, &samples)
-            .with_context(|| format!("resynthesising {}", input.display()))?;
+        let wave =
+            voxspec_eval::vocoder::resynthesize(&vocoder, args.griffin_lim.then_some(32), &samples)
+                .with_context(|| format!("resynthesising {}", input.display()))?;
         let seconds = started.elapsed().as_secs_f64();
         let stem = input
             .file_stem()

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
+use voxspec_codec::vocoder::PhaseRefinement;
 use voxspec_eval::{EvalSplit, VocoderEvalSettings, evaluate_vocoder, write_report};
 use voxspec_teacher::SemanticTeacher;
 
@@ -55,6 +56,14 @@ pub struct EvalArgs {
     /// <AUDIO_DIR>/original, <AUDIO_DIR>/vocoder and <AUDIO_DIR>/griffin_lim.
     #[arg(long, value_name = "DIR")]
     audio_dir: Option<PathBuf>,
+    /// Griffin-Lim iterations from the vocoder's predicted phase on the magnitude the log-mel
+    /// stands for, which make the frames' phases agree (0: the vocoder's spectrum as it is;
+    /// default: the vocoder's config.json, `phase_refinement`).
+    #[arg(long, value_name = "N")]
+    phase_refinement: Option<usize>,
+    /// Iterations of the Griffin-Lim baseline.
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    griffin_lim_iterations: usize,
     #[command(flatten)]
     asr: crate::asr_judge::AsrArgs,
 }
@@ -62,7 +71,14 @@ pub struct EvalArgs {
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.limit != Some(0), "--limit must be at least 1");
     let device = crate::device::single()?;
-    let vocoder = load_vocoder(&args.vocoder)?;
+    let mut vocoder = load_vocoder(&args.vocoder)?;
+    if let Some(iterations) = args.phase_refinement {
+        let momentum = vocoder.phase_refinement().momentum;
+        vocoder = vocoder.with_phase_refinement(PhaseRefinement {
+            iterations,
+            momentum,
+        })?;
+    }
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let split = EvalSplit::read(&args.data, &args.split, args.limit, &teacher)?;
     let config = vocoder.config().clone();
@@ -95,6 +111,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         teacher_dir: &args.teacher,
         audio_dir: audio_dir.as_deref(),
         judge: asr_judge.as_ref(),
+        griffin_lim_iterations: args.griffin_lim_iterations,
     };
     let report = evaluate_vocoder(&vocoder, &teacher, &split, &settings, &Bar::new())?;
     print!("{}", report.markdown());

@@ -319,3 +319,93 @@ fn training_with_the_phase_loss_brings_the_phase_towards_the_recording() {
     );
     assert!(tail < 0.9 * head, "phase loss {phase:?}");
 }
+
+#[test]
+fn phase_refinement_starts_from_the_vocoders_own_spectrum_and_makes_it_consistent() {
+    use voxspec_audio::Stft;
+    use voxspec_codec::vocoder::{
+        PhaseRefinement, Vocoder, mel_magnitude, refine_phase, spectral_convergence,
+    };
+    let device = Device::flex();
+    device.seed(5);
+    let config = VocosConfig::tiny();
+    let model = config.init(&device).unwrap();
+    let frames = 23;
+    let front = LogMel::new(config.mel_config()).unwrap();
+    let wave = sine(
+        220.0,
+        config.sample_rate,
+        (frames - 1) * config.hop_length,
+        0.3,
+    );
+    let mel = front.compute(&wave);
+    assert_eq!(mel.len(), frames * config.n_mels);
+    let istft = Vocos::istft(&config, &device).unwrap();
+    let plain = model
+        .synthesize(&istft, &mel, config.n_mels, frames, &device)
+        .unwrap();
+    // The host spectrum through the host inverse STFT is the tensor path's waveform.
+    let stft = Stft::new(config.stft_config()).unwrap();
+    let spectrum = model
+        .host_spectrum(&mel, config.n_mels, frames, &device)
+        .unwrap();
+    let length = frames * config.hop_length;
+    let host = refine_phase(&stft, spectrum.clone(), length, 0, 0.99).unwrap();
+    assert_eq!(host.len(), plain.len());
+    let scale = plain.iter().fold(0.0f32, |m, v| m.max(v.abs())).max(1e-6);
+    let worst = host
+        .iter()
+        .zip(&plain)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        worst <= 1e-4 * scale,
+        "host {worst} vs tensor (peak {scale})"
+    );
+    // Iterations bring the signal's STFT magnitude closer to the predicted one.
+    let target = spectrum.magnitude();
+    let before = spectral_convergence(&target, &stft.forward(&host));
+    let refined = refine_phase(&stft, spectrum, length, 16, 0.99).unwrap();
+    let after = spectral_convergence(&target, &stft.forward(&refined));
+    assert!(after < before, "spectral convergence {before} → {after}");
+    // The vocoder refines its own phase on the magnitude the log-mel stands for, which its
+    // output then matches better than without refinement.
+    let vocoder = Vocoder::new(config.clone(), model, &device).unwrap();
+    assert_eq!(vocoder.phase_refinement(), PhaseRefinement::NONE);
+    assert_eq!(
+        vocoder.synthesize(&mel, config.n_mels, frames).unwrap(),
+        plain
+    );
+    let vocoder = vocoder
+        .with_phase_refinement(PhaseRefinement {
+            iterations: 16,
+            ..PhaseRefinement::default()
+        })
+        .unwrap();
+    let refined = vocoder.synthesize(&mel, config.n_mels, frames).unwrap();
+    assert_eq!(refined.len(), length);
+    let mel_target = mel_magnitude(&front, &config.mel_config(), &mel, frames);
+    let (sc_plain, sc_refined) = (
+        spectral_convergence(&mel_target, &stft.forward(&plain)),
+        spectral_convergence(&mel_target, &stft.forward(&refined)),
+    );
+    assert!(sc_refined < sc_plain, "{sc_plain} → {sc_refined}");
+    let err = vocoder
+        .with_phase_refinement(PhaseRefinement {
+            iterations: 1,
+            momentum: 1.0,
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("momentum"), "{err}");
+    // A config.json written before the setting existed loads with none; one with it keeps it.
+    let mut json = serde_json::to_value(&config).unwrap();
+    json.as_object_mut().unwrap().remove("phase_refinement");
+    let old: VocosConfig = serde_json::from_value(json).unwrap();
+    assert_eq!(old.phase_refinement, None);
+    let set = config.with_phase_refinement(Some(PhaseRefinement {
+        iterations: 8,
+        momentum: 0.9,
+    }));
+    let back: VocosConfig = serde_json::from_str(&serde_json::to_string(&set).unwrap()).unwrap();
+    assert_eq!(back, set);
+}

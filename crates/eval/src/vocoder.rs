@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use serde::Serialize;
 use voxspec_audio::{Audio, PitchConfig};
-use voxspec_codec::vocoder::{GriffinLimConfig, Vocoder, griffin_lim_resynthesize};
+use voxspec_codec::vocoder::{
+    GriffinLimConfig, PhaseRefinement, Vocoder, griffin_lim_resynthesize,
+};
 use voxspec_codec::{McdConfig, VocoderError, VocosConfig, VoicedMetrics, VoicedScore};
 use voxspec_data::Progress;
 use voxspec_teacher::ctc::CtcTeacher;
@@ -23,22 +25,26 @@ use crate::split::{EvalSplit, MCD_DEFINITION, at_rate};
 pub const SYSTEMS: [&str; 3] = ["original", "vocoder", "griffin_lim"];
 
 /// Resynthesis of `samples` (at the vocoder's rate) from their log-mel, by the vocoder or by
-/// Griffin-Lim on the vocoder's mel settings (32 iterations, see [`GriffinLimConfig`]).
+/// Griffin-Lim on the vocoder's mel settings (`griffin_lim_iterations`, see
+/// [`GriffinLimConfig`]) when that is `Some`.
 ///
 /// # Errors
 /// The vocoder's errors.
 pub fn resynthesize(
     vocoder: &Vocoder,
-    griffin_lim: bool,
+    griffin_lim_iterations: Option<usize>,
     samples: &[f32],
 ) -> Result<Vec<f32>, VocoderError> {
     let rate = vocoder.config().sample_rate;
-    if griffin_lim {
+    if let Some(n_iter) = griffin_lim_iterations {
         griffin_lim_resynthesize(
             vocoder.config(),
             samples,
             rate,
-            &GriffinLimConfig::default(),
+            &GriffinLimConfig {
+                n_iter,
+                ..GriffinLimConfig::default()
+            },
         )
     } else {
         vocoder.resynthesize(samples, rate)
@@ -57,6 +63,8 @@ pub struct VocoderEvalSettings<'a> {
     pub audio_dir: Option<&'a Path>,
     /// The independent recogniser, when it runs (on the clips of `audio_dir`).
     pub judge: Option<&'a AsrJudge>,
+    /// Griffin-Lim iterations of the baseline (32 is the usual).
+    pub griffin_lim_iterations: usize,
 }
 
 /// Scores of one utterance.
@@ -99,13 +107,15 @@ pub struct SystemReport {
 pub struct VocoderEvalReport {
     pub vocoder: PathBuf,
     pub vocoder_config: VocosConfig,
+    /// Griffin-Lim iterations the vocoder ran from its own phase (0: none).
+    pub phase_refinement: PhaseRefinement,
     pub teacher: PathBuf,
     pub manifest: PathBuf,
     pub split: String,
     pub utterances: usize,
     pub audio_seconds: f64,
     pub sample_rate: u32,
-    pub griffin_lim: &'static str,
+    pub griffin_lim: String,
     pub mcd_definition: &'static str,
     pub mcd_config: McdConfig,
     pub reference_chars: usize,
@@ -173,7 +183,8 @@ pub fn evaluate_vocoder(
                 return Err(EvalError::input("no samples"));
             }
             let mut outs = Vec::with_capacity(2);
-            for (i, gl) in [false, true].into_iter().enumerate() {
+            let gl_iterations = Some(settings.griffin_lim_iterations);
+            for (i, gl) in [None, gl_iterations].into_iter().enumerate() {
                 let started = Instant::now();
                 outs.push(resynthesize(vocoder, gl, &samples)?);
                 compute[i] += started.elapsed().as_secs_f64();
@@ -252,14 +263,18 @@ pub fn evaluate_vocoder(
     Ok(VocoderEvalReport {
         vocoder: settings.vocoder_dir.to_path_buf(),
         vocoder_config: config,
+        phase_refinement: vocoder.phase_refinement(),
         teacher: settings.teacher_dir.to_path_buf(),
         manifest: split.manifest.clone(),
         split: split.name.clone(),
         utterances: scores.len(),
         audio_seconds,
         sample_rate: rate,
-        griffin_lim: "32 iterations of fast Griffin-Lim (momentum 0.99, zero initial phase) on \
-            the pseudo-inverse of the vocoder's mel filterbank",
+        griffin_lim: format!(
+            "{} iterations of fast Griffin-Lim (momentum 0.99, zero initial phase) on the \
+             pseudo-inverse of the vocoder's mel filterbank",
+            settings.griffin_lim_iterations
+        ),
         mcd_definition: MCD_DEFINITION,
         mcd_config,
         reference_chars: totals[0].reference_len,

@@ -116,10 +116,13 @@ impl MelSpeech {
         // Code rate: the input convolution and the code blocks, then one frame for the
         // transposed convolution's overlap.
         let code = c.kernel_size / 2 * (1 + c.n_code_blocks) + 1;
-        // Mel rate: the mel blocks, the vocoder's embedding and blocks, and the iSTFT window.
+        // Mel rate: the mel blocks, the vocoder's embedding and blocks, and the iSTFT window;
+        // each phase refinement iteration (an iSTFT, then an STFT) reaches one window further.
+        let refinement = vocoder.phase_refinement().iterations;
         let mel = c.kernel_size / 2 * c.n_mel_blocks
             + v.kernel_size / 2 * (1 + v.n_layers)
-            + v.n_fft.div_ceil(2 * v.hop_length);
+            + v.n_fft.div_ceil(2 * v.hop_length)
+            + refinement * v.n_fft.div_ceil(v.hop_length);
         Some(code + mel.div_ceil(c.upsample().max(1)))
     }
 

@@ -241,8 +241,21 @@ fn speech_has_codec_hop_samples_per_frame_and_refuses_another_mel() {
 #[test]
 fn a_window_with_its_context_renders_a_span_as_the_whole_utterance_does() {
     let device = Device::flex();
+    span_renders_as_whole(tiny_vocoder(&device), &device);
+    // Phase refinement ties each frame to the frames its iterations reach; the context covers
+    // them.
+    let refined = tiny_vocoder(&device)
+        .with_phase_refinement(crate::vocoder::PhaseRefinement {
+            iterations: 3,
+            ..Default::default()
+        })
+        .unwrap();
+    span_renders_as_whole(refined, &device);
+}
+
+fn span_renders_as_whole(vocoder: Vocoder, device: &Device) {
+    let device = device.clone();
     let config = tiny(2, 128).with_n_code_blocks(2).with_n_mel_blocks(2);
-    let vocoder = tiny_vocoder(&device);
     let speech = MelSpeech::new(
         config.clone(),
         config.init(&device).unwrap(),

@@ -39,6 +39,33 @@ impl Default for GriffinLimConfig {
     }
 }
 
+/// Griffin-Lim iterations a vocoder runs from its own predicted phase on the magnitude its input
+/// log-mel stands for ([`mel_magnitude`], [`refine_phase`]). The head's own magnitude is not
+/// what its overlap-add produces (frames with disagreeing phases partly cancel), so it is not
+/// the magnitude to keep; the mel's is.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PhaseRefinement {
+    /// Iterations; 0 renders the vocoder's spectrum as it is.
+    pub iterations: usize,
+    /// Fast Griffin-Lim momentum α in `[0, 1)`.
+    pub momentum: f32,
+}
+
+impl PhaseRefinement {
+    /// None (0 iterations); momentum 0.99 once iterations are set.
+    pub const NONE: Self = Self {
+        iterations: 0,
+        momentum: 0.99,
+    };
+}
+
+impl Default for PhaseRefinement {
+    /// [`PhaseRefinement::NONE`].
+    fn default() -> Self {
+        Self::NONE
+    }
+}
+
 /// A waveform and how well its STFT magnitude matches the target after every iteration.
 #[derive(Debug, Clone)]
 pub struct GriffinLimOutput {
@@ -91,16 +118,79 @@ pub fn griffin_lim(
         });
     }
     let phase0 = initial_phase(magnitude.len(), cfg.random_init);
-    let mut spec = Spectrogram {
+    let spec = Spectrogram {
         n_frames,
         n_bins,
         data: magnitude.iter().zip(&phase0).map(|(&m, p)| p * m).collect(),
     };
-    let alpha = cfg.momentum;
+    Ok(iterate(
+        stft,
+        magnitude,
+        spec,
+        length,
+        cfg.n_iter,
+        cfg.momentum,
+    ))
+}
+
+/// Makes a predicted complex spectrogram consistent: `n_iter` Griffin-Lim iterations that keep
+/// its magnitude and start from its own phase instead of zero or random phase. A vocoder that
+/// predicts each frame's phase on its own leaves frames whose overlap-add interferes (a buzz at
+/// the frame rate); a few iterations from its phase remove that while keeping what it got right.
+/// `n_iter = 0` returns the plain inverse STFT of `spectrum`.
+///
+/// # Shapes
+/// `spectrum: [n_frames, n_fft / 2 + 1]` → `[length]` samples.
+///
+/// # Errors
+/// [`VocoderError::Shape`] when the spectrogram does not match `stft`'s bins or has no frames;
+/// [`VocoderError::InvalidConfig`] for a momentum outside `[0, 1)`.
+pub fn refine_phase(
+    stft: &Stft,
+    spectrum: Spectrogram,
+    length: usize,
+    n_iter: usize,
+    momentum: f32,
+) -> Result<Vec<f32>, VocoderError> {
+    let n_bins = stft.config().n_bins();
+    if spectrum.n_bins != n_bins
+        || spectrum.n_frames == 0
+        || spectrum.data.len() != spectrum.n_frames * n_bins
+    {
+        return Err(VocoderError::Shape {
+            what: "phase refinement spectrum",
+            expected: format!("[n_frames >= 1, {n_bins}]"),
+            found: vec![spectrum.n_frames, spectrum.n_bins, spectrum.data.len()],
+        });
+    }
+    if !(0.0..1.0).contains(&momentum) {
+        return Err(VocoderError::InvalidConfig {
+            field: "momentum",
+            reason: format!("must lie in [0, 1), got {momentum}"),
+        });
+    }
+    if n_iter == 0 {
+        return Ok(stft.inverse(&spectrum, Some(length)));
+    }
+    let magnitude = spectrum.magnitude();
+    Ok(iterate(stft, &magnitude, spectrum, length, n_iter, momentum).wave)
+}
+
+/// The (fast) Griffin-Lim loop from the spectrogram `spec`, whose phase is the start and whose
+/// magnitude is replaced by `magnitude` at every step.
+fn iterate(
+    stft: &Stft,
+    magnitude: &[f32],
+    mut spec: Spectrogram,
+    length: usize,
+    n_iter: usize,
+    alpha: f32,
+) -> GriffinLimOutput {
+    let (n_frames, n_bins) = (spec.n_frames, spec.n_bins);
     let mut previous: Option<Vec<Complex<f32>>> = None;
-    let mut sc = Vec::with_capacity(cfg.n_iter);
+    let mut sc = Vec::with_capacity(n_iter);
     let mut wave = stft.inverse(&spec, Some(length));
-    for _ in 0..cfg.n_iter {
+    for _ in 0..n_iter {
         let rebuilt = stft.forward(&wave);
         // The consistent spectrogram's frame count can differ from the target's when `length`
         // does not match it; compare and update on the common frames only.
@@ -128,10 +218,10 @@ pub fn griffin_lim(
     if let Some(last) = sc.last_mut() {
         *last = spectral_convergence(magnitude, &stft.forward(&wave));
     }
-    Ok(GriffinLimOutput {
+    GriffinLimOutput {
         wave,
         spectral_convergence: sc,
-    })
+    }
 }
 
 /// Reconstructs a waveform from a log-mel spectrogram `[n_frames, n_mels]` (as
@@ -150,7 +240,6 @@ pub fn griffin_lim_from_log_mel(
     let front = LogMel::new(*mel_cfg)?;
     let n_mels = front.n_mels();
     let stft_cfg: StftConfig = mel_cfg.stft_config();
-    let n_bins = stft_cfg.n_bins();
     if log_mel.len() != n_frames * n_mels || n_frames == 0 {
         return Err(VocoderError::Shape {
             what: "Griffin-Lim log-mel",
@@ -158,6 +247,22 @@ pub fn griffin_lim_from_log_mel(
             found: vec![log_mel.len()],
         });
     }
+    let magnitude = mel_magnitude(&front, mel_cfg, log_mel, n_frames);
+    let stft = Stft::new(stft_cfg)?;
+    let length = stft_cfg.hop_length * (n_frames - 1);
+    griffin_lim(&stft, &magnitude, n_frames, length, cfg)
+}
+
+/// The linear magnitude `[n_frames, n_bins]` a log-mel `[n_frames, n_mels]` stands for:
+/// `max(0, M⁺ · exp(log_mel))^(1/power)` with `M⁺` the filterbank's pseudo-inverse.
+pub fn mel_magnitude(
+    front: &LogMel,
+    mel_cfg: &MelConfig,
+    log_mel: &[f32],
+    n_frames: usize,
+) -> Vec<f32> {
+    let n_mels = front.n_mels();
+    let n_bins = mel_cfg.stft_config().n_bins();
     let pinv = pseudo_inverse(front.filterbank(), n_mels, n_bins);
     let inv_power = 1.0 / mel_cfg.power.max(1e-6);
     let mut magnitude = vec![0.0f32; n_frames * n_bins];
@@ -171,9 +276,7 @@ pub fn griffin_lim_from_log_mel(
             magnitude[t * n_bins + k] = (v.max(0.0) as f32).powf(inv_power);
         }
     }
-    let stft = Stft::new(stft_cfg)?;
-    let length = stft_cfg.hop_length * (n_frames - 1);
-    griffin_lim(&stft, &magnitude, n_frames, length, cfg)
+    magnitude
 }
 
 /// Moore-Penrose pseudo-inverse `[n_bins, n_mels]` of a filterbank `[n_mels, n_bins]` of full row

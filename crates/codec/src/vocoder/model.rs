@@ -24,6 +24,7 @@ use burn::tensor::{Device, Tensor};
 use voxspec_audio::{MelConfig, StftConfig};
 
 use crate::error::VocoderError;
+use crate::vocoder::griffin_lim::PhaseRefinement;
 use crate::vocoder::stft::TensorStft;
 
 /// Vocos vocoder configuration: mel front end, iSTFT framing and backbone size.
@@ -71,6 +72,11 @@ pub struct VocosConfig {
     /// Largest predicted magnitude: `|X| = min(e^{log|X|}, max_magnitude)`.
     #[config(default = 100.0)]
     pub max_magnitude: f32,
+    /// How synthesis renders the predicted spectrum: Griffin-Lim iterations from the predicted
+    /// phase ([`crate::vocoder::refine_phase`]); `None` (the default, and what a config.json
+    /// without the field reads as): none. Not used in training.
+    #[config(default = "None")]
+    pub phase_refinement: Option<PhaseRefinement>,
 }
 
 impl VocosConfig {

@@ -9,10 +9,12 @@
 use std::path::Path;
 
 use burn::tensor::{Device, Tensor, TensorData};
-use voxspec_audio::LogMel;
+use voxspec_audio::{Complex, LogMel, Spectrogram, Stft};
 
 use crate::error::VocoderError;
-use crate::vocoder::griffin_lim::{GriffinLimConfig, griffin_lim_from_log_mel};
+use crate::vocoder::griffin_lim::{
+    GriffinLimConfig, PhaseRefinement, griffin_lim_from_log_mel, mel_magnitude, refine_phase,
+};
 use crate::vocoder::model::{Vocos, VocosConfig};
 use crate::vocoder::stft::TensorStft;
 use crate::vocoder::train::load_vocoder;
@@ -68,6 +70,53 @@ impl Vocos {
         frames: usize,
         device: &Device,
     ) -> Result<Vec<f32>, VocoderError> {
+        let x = self.host_input(log_mel, n_mels, frames, device)?;
+        let wave = self.forward(x, istft)?; // [1, frames · hop]
+        read(wave, "vocoder waveform")
+    }
+
+    /// The complex spectrum the head predicts for a host log-mel, as a host spectrogram.
+    ///
+    /// # Shapes
+    /// - `log_mel`: `[frames, n_mels]` row-major
+    /// - output: `[frames, n_bins]`
+    ///
+    /// # Errors
+    /// As [`Vocos::synthesize`].
+    pub fn host_spectrum(
+        &self,
+        log_mel: &[f32],
+        n_mels: usize,
+        frames: usize,
+        device: &Device,
+    ) -> Result<Spectrogram, VocoderError> {
+        let x = self.host_input(log_mel, n_mels, frames, device)?;
+        let (log_mag, phase) = self.log_magnitude_phase(x)?; // [1, n_bins, frames] each
+        let n_bins = log_mag.dims()[1];
+        let log_mag = read(log_mag, "vocoder log-magnitude")?;
+        let phase = read(phase, "vocoder phase")?;
+        let mut data = vec![Complex::new(0.0f32, 0.0); frames * n_bins];
+        for k in 0..n_bins {
+            for t in 0..frames {
+                let (m, p) = (log_mag[k * frames + t].exp(), phase[k * frames + t]);
+                data[t * n_bins + k] = Complex::from_polar(m, p);
+            }
+        }
+        Ok(Spectrogram {
+            n_frames: frames,
+            n_bins,
+            data,
+        })
+    }
+
+    /// `[frames, n_mels]` host rows → a `[1, n_mels, frames]` tensor, checked.
+    fn host_input(
+        &self,
+        log_mel: &[f32],
+        n_mels: usize,
+        frames: usize,
+        device: &Device,
+    ) -> Result<Tensor<3>, VocoderError> {
         if n_mels != self.n_mels() || frames == 0 || log_mel.len() != frames * n_mels {
             return Err(VocoderError::Shape {
                 what: "vocoder log-mel (host, [frames, n_mels])",
@@ -75,23 +124,37 @@ impl Vocos {
                 found: vec![log_mel.len(), n_mels, frames],
             });
         }
-        // [frames, n_mels] → [1, n_mels, frames]
         let mut channel_major = vec![0.0f32; log_mel.len()];
         for (t, row) in log_mel.chunks_exact(n_mels).enumerate() {
             for (m, &v) in row.iter().enumerate() {
                 channel_major[m * frames + t] = v;
             }
         }
-        let x: Tensor<3> =
-            Tensor::from_data(TensorData::new(channel_major, [1, n_mels, frames]), device);
-        let wave = self.forward(x, istft)?; // [1, frames · hop]
-        wave.into_data()
-            .try_into_vec_as::<f32>()
-            .map_err(|e| VocoderError::TensorRead {
-                what: "vocoder waveform",
-                reason: format!("{e:?}"),
-            })
+        Ok(Tensor::from_data(
+            TensorData::new(channel_major, [1, n_mels, frames]),
+            device,
+        ))
     }
+}
+
+fn check_momentum(momentum: f32) -> Result<(), VocoderError> {
+    if (0.0..1.0).contains(&momentum) {
+        Ok(())
+    } else {
+        Err(VocoderError::InvalidConfig {
+            field: "phase refinement momentum",
+            reason: format!("must lie in [0, 1), got {momentum}"),
+        })
+    }
+}
+
+fn read<const D: usize>(t: Tensor<D>, what: &'static str) -> Result<Vec<f32>, VocoderError> {
+    t.into_data()
+        .try_into_vec_as::<f32>()
+        .map_err(|e| VocoderError::TensorRead {
+            what,
+            reason: format!("{e:?}"),
+        })
 }
 
 /// A trained vocoder ready to synthesise: config, model and its iSTFT on one device.
@@ -100,6 +163,10 @@ pub struct Vocoder {
     config: VocosConfig,
     model: Vocos,
     istft: TensorStft,
+    /// The host STFT of the same framing and the mel front end, for phase refinement.
+    stft: Stft,
+    front: LogMel,
+    refinement: PhaseRefinement,
     device: Device,
 }
 
@@ -110,12 +177,37 @@ impl Vocoder {
     /// As [`Vocos::istft`].
     pub fn new(config: VocosConfig, model: Vocos, device: &Device) -> Result<Self, VocoderError> {
         let istft = Vocos::istft(&config, device)?;
+        let stft = Stft::new(config.stft_config())?;
+        let refinement = config.phase_refinement.unwrap_or(PhaseRefinement::NONE);
+        check_momentum(refinement.momentum)?;
+        let front = LogMel::new(config.mel_config())?;
         Ok(Self {
             config,
             model,
             istft,
+            stft,
+            front,
+            refinement,
             device: device.clone(),
         })
+    }
+
+    /// Renders every later [`Vocoder::synthesize`] with `refinement` (see [`refine_phase`]).
+    ///
+    /// # Errors
+    /// [`VocoderError::InvalidConfig`] for a momentum outside `[0, 1)`.
+    pub fn with_phase_refinement(
+        mut self,
+        refinement: PhaseRefinement,
+    ) -> Result<Self, VocoderError> {
+        check_momentum(refinement.momentum)?;
+        self.refinement = refinement;
+        Ok(self)
+    }
+
+    /// The phase refinement [`Vocoder::synthesize`] applies.
+    pub fn phase_refinement(&self) -> PhaseRefinement {
+        self.refinement
     }
 
     /// Loads a vocoder model directory (`config.json` kind [`crate::vocoder::VOCODER_KIND`] +
@@ -161,8 +253,31 @@ impl Vocoder {
         n_mels: usize,
         frames: usize,
     ) -> Result<Vec<f32>, VocoderError> {
-        self.model
-            .synthesize(&self.istft, log_mel, n_mels, frames, &self.device)
+        if self.refinement.iterations == 0 {
+            return self
+                .model
+                .synthesize(&self.istft, log_mel, n_mels, frames, &self.device);
+        }
+        // The vocoder's phase on the magnitude the log-mel stands for.
+        let mut spectrum = self
+            .model
+            .host_spectrum(log_mel, n_mels, frames, &self.device)?;
+        let magnitude = mel_magnitude(&self.front, &self.config.mel_config(), log_mel, frames);
+        for (c, m) in spectrum.data.iter_mut().zip(magnitude) {
+            let norm = c.norm();
+            *c = if norm > 1e-12 {
+                *c * (m / norm)
+            } else {
+                Complex::new(m, 0.0)
+            };
+        }
+        refine_phase(
+            &self.stft,
+            spectrum,
+            frames * self.config.hop_length,
+            self.refinement.iterations,
+            self.refinement.momentum,
+        )
     }
 
     /// Analysis–resynthesis: log-mel of `samples`, then the vocoder, trimmed to the input
