@@ -13,7 +13,8 @@
 #                    (--mel-fill-steps) → <exp>/mel_decoder, which synthesize, serve and the bench
 #                    of <exp> then render with instead of the codec's decoder
 #   stage 3  vocoder a vocoder of that log-mel trained on the recordings (`voxspec vocoder
-#                    train`, from checkpoints/vocoder-minitts, --vocoder-steps) → <exp>/vocoder,
+#                    train`, from checkpoints/vocoder-minitts, --vocoder-steps, then
+#                    --vocoder-phase-steps with APNet's phase losses) → <exp>/vocoder,
 #                    which renders the mel decoder's log-mel (without it: Griffin-Lim) and lets
 #                    a stream start before the sentence's last frame is rendered
 #
@@ -32,6 +33,7 @@ steps=1500
 mel_steps=1200
 mel_fill_steps=1000
 vocoder_steps=1500
+vocoder_phase_steps=1500
 threads=""
 force_stages=()
 
@@ -46,6 +48,8 @@ Usage: $0 [options]
   --mel-steps N      mel decoder steps on the recordings' codes (default 1200: 25 minutes)
   --mel-fill-steps N mel decoder steps on the filled codes (default 1000: 20 minutes)
   --vocoder-steps N  vocoder steps on the recordings (default 1500: 18 minutes)
+  --vocoder-phase-steps N
+                     then steps with the phase losses, lr 3e-4 (default 1500: 40 minutes; 0: none)
   --threads N        worker threads
   --stage N          first stage to run (default 0)
   --stop-stage N     last stage to run
@@ -60,6 +64,7 @@ while [ $# -gt 0 ]; do
     --mel-steps) mel_steps="$2"; shift 2 ;;
     --mel-fill-steps) mel_fill_steps="$2"; shift 2 ;;
     --vocoder-steps) vocoder_steps="$2"; shift 2 ;;
+    --vocoder-phase-steps) vocoder_phase_steps="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
     --stage) stage="$2"; shift 2 ;;
     --stop-stage) stop_stage="$2"; shift 2 ;;
@@ -124,8 +129,18 @@ if run_stage 3 vocoder; then
       --init checkpoints/vocoder-minitts --steps "$vocoder_steps" --valid-every 500 \
       --checkpoint-every 250 $(resume_flag "$exp/vocoder-run")
   fi
+  vocoder_run="$exp/vocoder-run"
+  if [ "$vocoder_phase_steps" -gt 0 ]; then
+    log "Stage 3 (vocoder): $vocoder_phase_steps steps with the phase losses → $exp/vocoder-phase"
+    if [ ! -f "$exp/vocoder-phase/model.safetensors" ]; then
+      vx vocoder train --data "$exp/data" --out "$exp/vocoder-phase" --init "$exp/vocoder-run" \
+        --steps "$vocoder_phase_steps" --lr 3e-4 --phase-weight 1 --valid-every 500 \
+        --checkpoint-every 250 $(resume_flag "$exp/vocoder-phase")
+    fi
+    vocoder_run="$exp/vocoder-phase"
+  fi
   rm -rf "$exp/vocoder"
-  vx export --checkpoint "$exp/vocoder-run" --to "$exp/vocoder"
+  vx export --checkpoint "$vocoder_run" --to "$exp/vocoder"
   finish_stage vocoder
   log "Vocoder: $exp/vocoder (synthesize --exp $exp renders the mel decoder's log-mel with it)"
 fi
