@@ -271,7 +271,7 @@ impl From<QuantizerArg> for QuantizerKind {
 
 /// Resynthesis quality of a codec on one split of a prepared corpus.
 ///
-/// Every utterance of <DATA>/<SPLIT>.jsonl (at most --max-utts) is read at the codec's rate,
+/// Every utterance of <DATA>/<SPLIT>.jsonl (at most --max-utterances) is read at the codec's rate,
 /// encoded with all RVQ layers and decoded twice: with all layers ("full") and with the first
 /// quantizer's code vectors alone ("RVQ-1"). Reported: the mean mel-cepstral distortion (an
 /// MFCC-based MCD, not SPTK's mcep: DCT-II of the log mel spectrogram, 25 ms window, 10 ms
@@ -298,7 +298,7 @@ pub struct EvalArgs {
     pub(crate) split: String,
     /// Evaluate at most this many utterances (the first of the manifest).
     #[arg(long, value_name = "N")]
-    pub(crate) max_utts: Option<usize>,
+    pub(crate) max_utterances: Option<usize>,
     /// Where to write the JSON report.
     #[arg(long, short, value_name = "FILE", default_value = "codec-eval.json")]
     pub(crate) out: PathBuf,

@@ -12,11 +12,14 @@ use crate::common::{load_codec, load_ctc_teacher};
 use crate::progress::Bar;
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.max_utts != Some(0), "--max-utts must be at least 1");
+    anyhow::ensure!(
+        args.max_utterances != Some(0),
+        "--max-utterances must be at least 1"
+    );
     let device = crate::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
-    let split = EvalSplit::read(&args.data, &args.split, args.max_utts, &teacher)?;
+    let split = EvalSplit::read(&args.data, &args.split, args.max_utterances, &teacher)?;
     let judge = args.asr.judge()?;
     let mel = match &args.mel_decoder {
         Some(dir) => Some(

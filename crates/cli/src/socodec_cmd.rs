@@ -241,7 +241,7 @@ pub(crate) fn eval(args: &EvalArgs) -> anyhow::Result<()> {
     let (config, model) = load(&args.codec, &device)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     check_feature_teacher(&config, &teacher, &args.teacher)?;
-    let split = EvalSplit::read(&args.data, &args.split, args.max_utts, &teacher)?;
+    let split = EvalSplit::read(&args.data, &args.split, args.max_utterances, &teacher)?;
     let vocoder = (!args.griffin_lim).then_some(args.vocoder.as_path());
     let render = MelToWave::load(vocoder, &config.mel, &device)?;
     let asr = args.asr.judge()?;

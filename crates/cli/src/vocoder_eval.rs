@@ -18,7 +18,7 @@ use crate::progress::Bar;
 
 /// Resynthesis quality of a vocoder on one split of a prepared corpus, against Griffin-Lim.
 ///
-/// Every utterance of <DATA>/<SPLIT>.jsonl (at most --limit) is read at the vocoder's rate, its
+/// Every utterance of <DATA>/<SPLIT>.jsonl (at most --max-utterances) is read at the vocoder's rate, its
 /// log-mel (the vocoder's mel settings) is turned back into a waveform by the vocoder and by
 /// 32 iterations of fast Griffin-Lim on the pseudo-inverted mel, both trimmed to the input
 /// length. Reported: the mean mel-cepstral distortion (the MFCC-based MCD of `codec eval`:
@@ -45,7 +45,7 @@ pub struct EvalArgs {
     split: String,
     /// Evaluate at most this many utterances (the first of the manifest).
     #[arg(long, value_name = "N")]
-    limit: Option<usize>,
+    max_utterances: Option<usize>,
     /// CTC teacher directory (`voxspec train ctc` output) for CER and forced choice.
     #[arg(long, value_name = "DIR", default_value = DEFAULT_TEACHER)]
     teacher: PathBuf,
@@ -69,7 +69,10 @@ pub struct EvalArgs {
 }
 
 pub fn run(args: EvalArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.limit != Some(0), "--limit must be at least 1");
+    anyhow::ensure!(
+        args.max_utterances != Some(0),
+        "--max-utterances must be at least 1"
+    );
     let device = crate::device::single()?;
     let mut vocoder = load_vocoder(&args.vocoder)?;
     if let Some(iterations) = args.phase_refinement {
@@ -80,7 +83,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         })?;
     }
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
-    let split = EvalSplit::read(&args.data, &args.split, args.limit, &teacher)?;
+    let split = EvalSplit::read(&args.data, &args.split, args.max_utterances, &teacher)?;
     let config = vocoder.config().clone();
     let asr_judge = args.asr.judge()?;
     // The judge reads the clips from folders: --audio-dir, or a temporary one.

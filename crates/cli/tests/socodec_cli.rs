@@ -162,7 +162,7 @@ fn socodec_trains_extracts_encodes_decodes_and_evaluates() {
         &ctc(),
         "--data",
         s(&data),
-        "--max-utts",
+        "--max-utterances",
         "2",
         "--griffin-lim",
         "-o",

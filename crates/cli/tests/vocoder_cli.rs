@@ -131,7 +131,7 @@ fn vocoder_train_resume_synth_and_eval() {
         s(&run),
         "--data",
         s(&data),
-        "--limit",
+        "--max-utterances",
         "2",
         "--teacher",
         s(&teacher),
@@ -168,7 +168,7 @@ fn vocoder_train_resume_synth_and_eval() {
         s(&run),
         "--data",
         s(&data),
-        "--limit",
+        "--max-utterances",
         "0",
     ]);
 }
