@@ -383,6 +383,10 @@ fn phase_refinement_starts_from_the_vocoders_own_spectrum_and_makes_it_consisten
         .unwrap();
     let refined = vocoder.synthesize(&mel, config.n_mels, frames).unwrap();
     assert_eq!(refined.len(), length);
+    assert_eq!(
+        vocoder.config().phase_refinement,
+        Some(vocoder.phase_refinement())
+    );
     let mel_target = mel_magnitude(&front, &config.mel_config(), &mel, frames);
     let (sc_plain, sc_refined) = (
         spectral_convergence(&mel_target, &stft.forward(&plain)),

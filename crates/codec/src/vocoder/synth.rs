@@ -192,7 +192,8 @@ impl Vocoder {
         })
     }
 
-    /// Renders every later [`Vocoder::synthesize`] with `refinement` (see [`refine_phase`]).
+    /// Renders every later [`Vocoder::synthesize`] with `refinement` (see [`refine_phase`]); the
+    /// config ([`Vocoder::config`]) records it.
     ///
     /// # Errors
     /// [`VocoderError::InvalidConfig`] for a momentum outside `[0, 1)`.
@@ -202,6 +203,7 @@ impl Vocoder {
     ) -> Result<Self, VocoderError> {
         check_momentum(refinement.momentum)?;
         self.refinement = refinement;
+        self.config.phase_refinement = Some(refinement);
         Ok(self)
     }
 
