@@ -324,7 +324,7 @@ fn training_with_the_phase_loss_brings_the_phase_towards_the_recording() {
 fn phase_refinement_starts_from_the_vocoders_own_spectrum_and_makes_it_consistent() {
     use voxspec_audio::Stft;
     use voxspec_codec::vocoder::{
-        PhaseRefinement, Vocoder, mel_magnitude, refine_phase, spectral_convergence,
+        MelInverse, PhaseRefinement, Vocoder, refine_phase, spectral_convergence,
     };
     let device = Device::flex();
     device.seed(5);
@@ -387,7 +387,9 @@ fn phase_refinement_starts_from_the_vocoders_own_spectrum_and_makes_it_consisten
         vocoder.config().phase_refinement,
         Some(vocoder.phase_refinement())
     );
-    let mel_target = mel_magnitude(&front, &config.mel_config(), &mel, frames);
+    let mel_target = MelInverse::new(&config.mel_config())
+        .unwrap()
+        .magnitude(&mel, frames);
     let (sc_plain, sc_refined) = (
         spectral_convergence(&mel_target, &stft.forward(&plain)),
         spectral_convergence(&mel_target, &stft.forward(&refined)),

@@ -8,9 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 use voxspec_audio::{Audio, PitchConfig};
-use voxspec_codec::vocoder::{
-    GriffinLimConfig, PhaseRefinement, Vocoder, griffin_lim_resynthesize,
-};
+use voxspec_codec::vocoder::{GriffinLimConfig, Vocoder, griffin_lim_resynthesize};
 use voxspec_codec::{McdConfig, VocoderError, VocosConfig, VoicedMetrics, VoicedScore};
 use voxspec_data::Progress;
 use voxspec_teacher::ctc::CtcTeacher;
@@ -107,8 +105,6 @@ pub struct SystemReport {
 pub struct VocoderEvalReport {
     pub vocoder: PathBuf,
     pub vocoder_config: VocosConfig,
-    /// Griffin-Lim iterations the vocoder ran from its own phase (0: none).
-    pub phase_refinement: PhaseRefinement,
     pub teacher: PathBuf,
     pub manifest: PathBuf,
     pub split: String,
@@ -263,7 +259,6 @@ pub fn evaluate_vocoder(
     Ok(VocoderEvalReport {
         vocoder: settings.vocoder_dir.to_path_buf(),
         vocoder_config: config,
-        phase_refinement: vocoder.phase_refinement(),
         teacher: settings.teacher_dir.to_path_buf(),
         manifest: split.manifest.clone(),
         split: split.name.clone(),

@@ -40,7 +40,7 @@ impl Default for GriffinLimConfig {
 }
 
 /// Griffin-Lim iterations a vocoder runs from its own predicted phase on the magnitude its input
-/// log-mel stands for ([`mel_magnitude`], [`refine_phase`]). The head's own magnitude is not
+/// log-mel stands for ([`MelInverse`], [`refine_phase`]). The head's own magnitude is not
 /// what its overlap-add produces (frames with disagreeing phases partly cancel), so it is not
 /// the magnitude to keep; the mel's is.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -111,12 +111,7 @@ pub fn griffin_lim(
             found: vec![magnitude.len()],
         });
     }
-    if !(0.0..1.0).contains(&cfg.momentum) {
-        return Err(VocoderError::InvalidConfig {
-            field: "momentum",
-            reason: format!("must lie in [0, 1), got {}", cfg.momentum),
-        });
-    }
+    check_momentum("momentum", cfg.momentum)?;
     let phase0 = initial_phase(magnitude.len(), cfg.random_init);
     let spec = Spectrogram {
         n_frames,
@@ -163,12 +158,7 @@ pub fn refine_phase(
             found: vec![spectrum.n_frames, spectrum.n_bins, spectrum.data.len()],
         });
     }
-    if !(0.0..1.0).contains(&momentum) {
-        return Err(VocoderError::InvalidConfig {
-            field: "momentum",
-            reason: format!("must lie in [0, 1), got {momentum}"),
-        });
-    }
+    check_momentum("momentum", momentum)?;
     if n_iter == 0 {
         return Ok(stft.inverse(&spectrum, Some(length)));
     }
@@ -247,36 +237,73 @@ pub fn griffin_lim_from_log_mel(
             found: vec![log_mel.len()],
         });
     }
-    let magnitude = mel_magnitude(&front, mel_cfg, log_mel, n_frames);
+    let magnitude = MelInverse::new(mel_cfg)?.magnitude(log_mel, n_frames);
     let stft = Stft::new(stft_cfg)?;
     let length = stft_cfg.hop_length * (n_frames - 1);
     griffin_lim(&stft, &magnitude, n_frames, length, cfg)
 }
 
-/// The linear magnitude `[n_frames, n_bins]` a log-mel `[n_frames, n_mels]` stands for:
-/// `max(0, M⁺ · exp(log_mel))^(1/power)` with `M⁺` the filterbank's pseudo-inverse.
-pub fn mel_magnitude(
-    front: &LogMel,
-    mel_cfg: &MelConfig,
-    log_mel: &[f32],
-    n_frames: usize,
-) -> Vec<f32> {
-    let n_mels = front.n_mels();
-    let n_bins = mel_cfg.stft_config().n_bins();
-    let pinv = pseudo_inverse(front.filterbank(), n_mels, n_bins);
-    let inv_power = 1.0 / mel_cfg.power.max(1e-6);
-    let mut magnitude = vec![0.0f32; n_frames * n_bins];
-    for t in 0..n_frames {
-        let mel: Vec<f64> = log_mel[t * n_mels..(t + 1) * n_mels]
-            .iter()
-            .map(|v| f64::from(v.exp()))
-            .collect();
-        for k in 0..n_bins {
-            let v: f64 = (0..n_mels).map(|m| pinv[k * n_mels + m] * mel[m]).sum();
-            magnitude[t * n_bins + k] = (v.max(0.0) as f32).powf(inv_power);
-        }
+/// A fast Griffin-Lim momentum must lie in `[0, 1)`; `field` names it in the error.
+pub(crate) fn check_momentum(field: &'static str, momentum: f32) -> Result<(), VocoderError> {
+    if (0.0..1.0).contains(&momentum) {
+        Ok(())
+    } else {
+        Err(VocoderError::InvalidConfig {
+            field,
+            reason: format!("must lie in [0, 1), got {momentum}"),
+        })
     }
-    magnitude
+}
+
+/// The linear magnitude a log-mel stands for: `max(0, M⁺ · exp(log_mel))^(1/power)` with `M⁺`
+/// the filterbank's pseudo-inverse, computed once per mel configuration.
+#[derive(Debug, Clone)]
+pub struct MelInverse {
+    /// `M⁺`, `[n_bins, n_mels]`.
+    pinv: Vec<f64>,
+    n_mels: usize,
+    n_bins: usize,
+    inv_power: f32,
+}
+
+impl MelInverse {
+    /// The inverse of `mel_cfg`'s filterbank.
+    ///
+    /// # Errors
+    /// [`VocoderError::Audio`] for a bad `mel_cfg`.
+    pub fn new(mel_cfg: &MelConfig) -> Result<Self, VocoderError> {
+        let front = LogMel::new(*mel_cfg)?;
+        let n_mels = front.n_mels();
+        let n_bins = mel_cfg.stft_config().n_bins();
+        Ok(Self {
+            pinv: pseudo_inverse(front.filterbank(), n_mels, n_bins),
+            n_mels,
+            n_bins,
+            inv_power: 1.0 / mel_cfg.power.max(1e-6),
+        })
+    }
+
+    /// The magnitude of a log-mel.
+    ///
+    /// # Shapes
+    /// `log_mel: [n_frames, n_mels]` row-major → `[n_frames, n_bins]` row-major.
+    pub fn magnitude(&self, log_mel: &[f32], n_frames: usize) -> Vec<f32> {
+        let (n_mels, n_bins) = (self.n_mels, self.n_bins);
+        let mut magnitude = vec![0.0f32; n_frames * n_bins];
+        for t in 0..n_frames {
+            let mel: Vec<f64> = log_mel[t * n_mels..(t + 1) * n_mels]
+                .iter()
+                .map(|v| f64::from(v.exp()))
+                .collect();
+            for k in 0..n_bins {
+                let v: f64 = (0..n_mels)
+                    .map(|m| self.pinv[k * n_mels + m] * mel[m])
+                    .sum();
+                magnitude[t * n_bins + k] = (v.max(0.0) as f32).powf(self.inv_power);
+            }
+        }
+        magnitude
+    }
 }
 
 /// Moore-Penrose pseudo-inverse `[n_bins, n_mels]` of a filterbank `[n_mels, n_bins]` of full row

@@ -18,8 +18,8 @@ pub mod synth;
 pub mod train;
 
 pub use griffin_lim::{
-    GriffinLimConfig, GriffinLimOutput, PhaseRefinement, griffin_lim, griffin_lim_from_log_mel,
-    mel_magnitude, pseudo_inverse, refine_phase, spectral_convergence,
+    GriffinLimConfig, GriffinLimOutput, MelInverse, PhaseRefinement, griffin_lim,
+    griffin_lim_from_log_mel, pseudo_inverse, refine_phase, spectral_convergence,
 };
 pub use model::{ConvNextBlock, Vocos, VocosConfig};
 pub use run::{DiscriminatorSize, VocoderRunSettings, VocosPreset};

@@ -13,7 +13,8 @@ use voxspec_audio::{Complex, LogMel, Spectrogram, Stft};
 
 use crate::error::VocoderError;
 use crate::vocoder::griffin_lim::{
-    GriffinLimConfig, PhaseRefinement, griffin_lim_from_log_mel, mel_magnitude, refine_phase,
+    GriffinLimConfig, MelInverse, PhaseRefinement, check_momentum, griffin_lim_from_log_mel,
+    refine_phase,
 };
 use crate::vocoder::model::{Vocos, VocosConfig};
 use crate::vocoder::stft::TensorStft;
@@ -137,17 +138,6 @@ impl Vocos {
     }
 }
 
-fn check_momentum(momentum: f32) -> Result<(), VocoderError> {
-    if (0.0..1.0).contains(&momentum) {
-        Ok(())
-    } else {
-        Err(VocoderError::InvalidConfig {
-            field: "phase refinement momentum",
-            reason: format!("must lie in [0, 1), got {momentum}"),
-        })
-    }
-}
-
 fn read<const D: usize>(t: Tensor<D>, what: &'static str) -> Result<Vec<f32>, VocoderError> {
     t.into_data()
         .try_into_vec_as::<f32>()
@@ -163,9 +153,9 @@ pub struct Vocoder {
     config: VocosConfig,
     model: Vocos,
     istft: TensorStft,
-    /// The host STFT of the same framing and the mel front end, for phase refinement.
+    /// The host STFT of the same framing and the mel's magnitude, for phase refinement.
     stft: Stft,
-    front: LogMel,
+    mel_inverse: MelInverse,
     refinement: PhaseRefinement,
     device: Device,
 }
@@ -179,14 +169,14 @@ impl Vocoder {
         let istft = Vocos::istft(&config, device)?;
         let stft = Stft::new(config.stft_config())?;
         let refinement = config.phase_refinement.unwrap_or(PhaseRefinement::NONE);
-        check_momentum(refinement.momentum)?;
-        let front = LogMel::new(config.mel_config())?;
+        check_momentum("phase refinement momentum", refinement.momentum)?;
+        let mel_inverse = MelInverse::new(&config.mel_config())?;
         Ok(Self {
             config,
             model,
             istft,
             stft,
-            front,
+            mel_inverse,
             refinement,
             device: device.clone(),
         })
@@ -201,7 +191,7 @@ impl Vocoder {
         mut self,
         refinement: PhaseRefinement,
     ) -> Result<Self, VocoderError> {
-        check_momentum(refinement.momentum)?;
+        check_momentum("phase refinement momentum", refinement.momentum)?;
         self.refinement = refinement;
         self.config.phase_refinement = Some(refinement);
         Ok(self)
@@ -264,7 +254,7 @@ impl Vocoder {
         let mut spectrum = self
             .model
             .host_spectrum(log_mel, n_mels, frames, &self.device)?;
-        let magnitude = mel_magnitude(&self.front, &self.config.mel_config(), log_mel, frames);
+        let magnitude = self.mel_inverse.magnitude(log_mel, frames);
         for (c, m) in spectrum.data.iter_mut().zip(magnitude) {
             let norm = c.norm();
             *c = if norm > 1e-12 {
