@@ -191,9 +191,9 @@ fi
 if [ -z "$vocoder" ]; then
   vocoder="$exp/vocoder"
   if run_stage 3 vocoder; then
-    log "Stage 3 (vocoder): Vocos (hop160: the codec's 10 ms mel), $vocoder_steps steps → $vocoder"
+    log "Stage 3 (vocoder): Vocos (small: hop 160, the codec's 10 ms mel), $vocoder_steps steps → $vocoder"
     resume=$(resume_flag "$vocoder")
-    vx vocoder train --data "$exp/data" --out "$vocoder" --preset hop160 \
+    vx vocoder train --data "$exp/data" --out "$vocoder" --preset small \
       --steps "$vocoder_steps" ${resume:+"$resume"}
     finish_stage vocoder
   fi

@@ -18,7 +18,7 @@
 //! | `task` | [`AlignTask`], [`forward_sum_loss`]: the `voxspec_train::TrainTask` |
 //! | `aligner` | [`Aligner`]: files, alignments of a corpus |
 //! | `boundary` | [`BoundaryErrors`]: boundary error against a reference alignment |
-//! | `training` | [`train_aligner`]: flat start then the main objective, [`AlignerPreset`] |
+//! | `training` | [`train_aligner`]: flat start then the main objective |
 //! | `report` | [`AlignReport`]: what aligning a corpus found |
 
 pub mod aligner;
@@ -51,7 +51,7 @@ pub use task::{
 };
 pub use topology::{N_CLASSES, SIL_CLASS, Topology, class_of_label};
 pub use training::{
-    AlignRunFile, AlignTraining, AlignTrainingObserver, AlignerPreset, train_aligner,
+    AlignRunFile, AlignTraining, AlignTrainingObserver, train_aligner,
 };
 
 use burn::tensor::TensorData;

@@ -10,6 +10,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 use voxspec_data::{Progress, Utterance};
+use voxspec_nn::Preset;
 use voxspec_train::weights::WEIGHTS_FILE;
 use voxspec_train::{TrainConfig, TrainObserver, Trainer};
 
@@ -19,26 +20,14 @@ use crate::error::AlignError;
 use crate::model::AlignerModelConfig;
 use crate::task::{AlignTask, AlignTaskConfig, Objective};
 
-/// Model sizes of the aligner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "snake_case")]
-pub enum AlignerPreset {
-    /// Width 32: tests and smoke runs.
-    Tiny,
-    /// 2 convolutions of width 192, kernel 3 (±20 ms of context).
-    Small,
-    /// The same, width 256.
-    Base,
-}
-
-impl AlignerPreset {
-    /// The model of this size.
-    pub fn config(self) -> AlignerModelConfig {
-        match self {
-            Self::Tiny => AlignerModelConfig::tiny(),
-            Self::Small => AlignerModelConfig::small(),
-            Self::Base => AlignerModelConfig::base(),
+impl AlignerModelConfig {
+    /// The aligner of `preset`'s size: tiny width 32; small 2 convolutions of width 192,
+    /// kernel 3 (±20 ms of context); base the same at width 256.
+    pub fn preset(preset: Preset) -> Self {
+        match preset {
+            Preset::Tiny => Self::tiny(),
+            Preset::Small => Self::small(),
+            Preset::Base => Self::base(),
         }
     }
 }
@@ -47,7 +36,7 @@ impl AlignerPreset {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct AlignRunFile {
     /// The model size asked for.
-    pub preset: AlignerPreset,
+    pub preset: Preset,
     /// The phase's task.
     pub task: AlignTaskConfig,
 }
@@ -56,7 +45,7 @@ pub struct AlignRunFile {
 #[derive(Debug, Clone)]
 pub struct AlignTraining {
     /// The model size asked for (recorded in each phase's `run.json`).
-    pub preset: AlignerPreset,
+    pub preset: Preset,
     /// The task of both phases; each sets its own objective.
     pub task: AlignTaskConfig,
     /// The objective after the flat start.
@@ -213,17 +202,13 @@ mod tests {
 
     #[test]
     fn presets_grow_in_width_and_run_files_name_them() {
-        let widths: Vec<usize> = [
-            AlignerPreset::Tiny,
-            AlignerPreset::Small,
-            AlignerPreset::Base,
-        ]
-        .map(|p| p.config().width)
-        .into();
+        let widths: Vec<usize> = Preset::ALL
+            .map(|p| AlignerModelConfig::preset(p).width)
+            .into();
         assert_eq!(widths, [32, 192, 256]);
         let file = AlignRunFile {
-            preset: AlignerPreset::Tiny,
-            task: AlignTaskConfig::new(AlignerPreset::Tiny.config()),
+            preset: Preset::Tiny,
+            task: AlignTaskConfig::new(AlignerModelConfig::preset(Preset::Tiny)),
         };
         let json = serde_json::to_value(&file).unwrap();
         assert_eq!(json["preset"], "tiny");

@@ -8,8 +8,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use voxspec_align::{
-    AlignCorpus, AlignReport, AlignTaskConfig, AlignTraining, AlignTrainingObserver, Aligner,
-    AlignerPreset, Objective, Scoring, SilenceGate, compare_with_references, textgrid_path,
+    AlignCorpus, AlignReport, AlignTaskConfig, AlignerModelConfig, AlignTraining, AlignTrainingObserver, Aligner,
+    Objective, Scoring, SilenceGate, compare_with_references, textgrid_path,
     train_aligner,
 };
 use voxspec_data::corpus::SPLITS;
@@ -55,7 +55,7 @@ pub struct AlignArgs {
     beside_audio: bool,
     /// Model size.
     #[arg(long, value_enum, default_value = "small")]
-    preset: AlignerPreset,
+    preset: voxspec_nn::Preset,
     /// Convolutions of the acoustic model [default: the preset's].
     #[arg(long, value_name = "N")]
     conv_layers: Option<usize>,
@@ -119,7 +119,7 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
     );
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let device = crate::device::training()[0].clone();
+    let device = voxspec_train::device::training()[0].clone();
 
     let (aligner, corpus, train_seconds) = match &args.aligner {
         Some(dir) => {
@@ -134,7 +134,7 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         None => {
             let started = Instant::now();
             let stop = voxspec_train::stop_on_ctrl_c()?;
-            let devices = crate::device::training();
+            let devices = voxspec_train::device::training();
             let mut bars = PhaseBars {
                 features: Bar::new(),
                 steps: None,
@@ -231,7 +231,7 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
 /// The aligner's training as the arguments ask: the flat start's loop is the main loop's
 /// settings with --flat-steps steps and at most half of them warming up.
 fn training(args: &AlignArgs) -> anyhow::Result<AlignTraining> {
-    let mut model = args.preset.config();
+    let mut model = AlignerModelConfig::preset(args.preset);
     if let Some(n) = args.conv_layers {
         model.conv_layers = n;
     }

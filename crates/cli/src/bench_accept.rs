@@ -64,7 +64,7 @@ pub fn run(args: AcceptanceArgs) -> anyhow::Result<()> {
         args.gammas.iter().all(|&g| g > 0),
         "--gammas must all be at least 1"
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (_, target) = load_mtp(&args.target, &device)
         .with_context(|| format!("loading the target {}", args.target.display()))?;
     let sequences = split_sequences(

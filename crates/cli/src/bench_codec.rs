@@ -41,7 +41,7 @@ pub fn run(a: CodecBenchArgs) -> anyhow::Result<()> {
         "--seconds must be positive"
     );
     anyhow::ensure!(a.repeat > 0, "--repeat must be at least 1");
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load_codec(&a.codec, &device)?;
     let rate = config.sample_rate;
     let n = (a.seconds * f64::from(rate)).round().max(1.0) as usize;

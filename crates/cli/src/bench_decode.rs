@@ -113,7 +113,7 @@ pub fn run(args: DecodeBenchArgs) -> anyhow::Result<()> {
     if let Err(TtsError::Bench { what, reason }) = grid.validate() {
         bail!("--{what}: {reason}");
     }
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let sampler = args.sampling.config(1.0)?;
     let paths = args.models.paths();
     if args.baseline_engine == Some(paths.engine) {

@@ -34,7 +34,9 @@ use voxspec_nn::linear::MatmulPrecision;
 use voxspec_train::{ThroughputConfig, ThroughputReport, read_throughput_peer};
 use voxspec_tts::{EngineKind, ForwardBench, device_read_bandwidth_gbs, run_forward_bench};
 
-use crate::train_lm::{LmPreset, mtp_config};
+use voxspec_nn::Preset;
+
+use crate::train_lm::mtp_config;
 
 #[derive(Debug, Args)]
 pub struct TrainBenchArgs {
@@ -124,7 +126,7 @@ pub struct ForwardBenchArgs {
     /// A random model of this training preset (its width, layers, heads and feed-forward
     /// width; one MTP head) instead of --d-model / --layers.
     #[arg(long, value_enum, conflicts_with_all = ["model", "d_model", "layers"])]
-    preset: Option<LmPreset>,
+    preset: Option<Preset>,
     /// Largest block measured.
     #[arg(long, default_value_t = 8)]
     max_k: usize,
@@ -203,7 +205,7 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
         );
     }
     let dir = tempfile::tempdir().context("creating a scratch run directory")?;
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     eprintln!(
         "training {} steps ({} warm-up) of a {:.1}M-parameter causal LM, batch {} x {}",
         args.steps + args.warmup,
@@ -227,7 +229,7 @@ pub fn run_train(args: TrainBenchArgs) -> anyhow::Result<()> {
     let mut report = ThroughputReport::new(&measured, config, peer, ops);
     report.float = float;
     report.matmul = args.matmul.to_string();
-    report.device = crate::device::describe();
+    report.device = voxspec_train::device::describe();
     report.host = voxspec_tts::cpu_model();
     write_report(&args.out, &report)?;
     print!("{}", report.profile_text());
@@ -259,7 +261,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         !args.weights.is_empty(),
         "--weights needs at least one format"
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     device.seed(0);
     let source = match (&args.model, args.preset) {
         (Some(dir), _) => ForwardModel::Dir(dir),
@@ -286,10 +288,10 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         );
     }
     // Burn computes in the device's memory: on a GPU its floor is the GPU's bandwidth.
-    let device_bandwidth_gbs = if crate::device::single_is_cpu() {
+    let device_bandwidth_gbs = if voxspec_train::device::single_is_cpu() {
         None
     } else {
-        Some(device_read_bandwidth_gbs(&device).with_context(crate::device::describe)?)
+        Some(device_read_bandwidth_gbs(&device).with_context(voxspec_train::device::describe)?)
     };
     let t = &config.transformer;
     let run_config = serde_json::json!({
@@ -321,7 +323,7 @@ pub fn run_forward(args: ForwardBenchArgs) -> anyhow::Result<()> {
         context: args.context,
         generate: args.generate,
         threads: rayon::current_num_threads(),
-        device: &crate::device::describe(),
+        device: &voxspec_train::device::describe(),
     };
     print!("{}", forward_summary(&report, run));
     Ok(())

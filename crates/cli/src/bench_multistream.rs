@@ -89,7 +89,7 @@ pub struct MultiStreamBenchArgs {
 }
 
 pub fn run(args: MultiStreamBenchArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let mut sampler = args.sampling.config(1.0)?;
     sampler.repetition_penalty = args.repetition_penalty;
     sampler.validate()?;

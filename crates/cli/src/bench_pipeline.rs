@@ -102,7 +102,7 @@ pub fn run(args: PipelineBenchArgs) -> anyhow::Result<()> {
     let transcripts: Vec<String> = utterances.into_iter().map(|u| u.text).collect();
     let sentences: Vec<String> = transcripts.iter().take(args.sentences).cloned().collect();
     let paragraphs = paragraphs(&args, &transcripts)?;
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let sampler = args.sampling.config(0.0)?;
     let stream = args.streaming.config()?;
     let paths = args.models.paths();

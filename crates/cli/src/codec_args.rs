@@ -5,40 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
-use voxspec_codec::speechtokenizer::SeanetConfig;
-use voxspec_codec::{QuantizerKind, SpeechTokenizerConfig};
+use voxspec_codec::QuantizerKind;
+use voxspec_nn::Preset;
 
 use crate::train_loop::LoopArgs;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Preset {
-    /// Width 4, latent 16, 4 × 32 codes, hop 320: for tests and smoke runs.
-    Tiny,
-    /// Width 16, latent 128, 8 × 256 codes, hop 320 (50 Hz): sized for 2 CPU cores.
-    Small,
-    /// The published SpeechTokenizer: width 32, latent 1024, 8 × 1024 codes.
-    Base,
-}
-
-impl Preset {
-    pub(crate) fn config(self) -> SpeechTokenizerConfig {
-        match self {
-            Preset::Tiny => SpeechTokenizerConfig::new()
-                .with_seanet(
-                    SeanetConfig::new()
-                        .with_n_filters(4)
-                        .with_dimension(16)
-                        .with_lstm_layers(1),
-                )
-                .with_n_q(4)
-                .with_codebook_size(32)
-                .with_kmeans_iters(2),
-            Preset::Small => SpeechTokenizerConfig::small(),
-            Preset::Base => SpeechTokenizerConfig::speechtokenizer_base(),
-        }
-    }
-}
 
 /// Train a SpeechTokenizer codec on a prepared corpus.
 ///
@@ -70,7 +40,10 @@ pub struct TrainArgs {
     /// Run directory.
     #[arg(long, short, value_name = "DIR")]
     pub(crate) out: PathBuf,
-    /// Model size.
+    /// Model size. SpeechTokenizer: tiny (width 4, latent 16, 4 × 32 codes: tests and smoke
+    /// runs), small (width 16, latent 128, 8 × 256 codes at 50 Hz: 2 CPU cores), base (the
+    /// published SpeechTokenizer: width 32, latent 1024, 8 × 1024 codes). SoCodec: tiny (width
+    /// 16), small (width 192, latent 128, sub-codebooks of 128), base (width 1024).
     #[arg(long, value_enum, default_value = "small")]
     pub(crate) preset: Preset,
     /// Seconds per training segment (rounded down to whole frames).

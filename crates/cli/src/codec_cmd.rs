@@ -22,7 +22,10 @@ use voxspec_data::{Progress, TokenStore, TokenStoreMeta, TokenStoreWriter};
 use voxspec_teacher::FeatureStoreReader;
 use voxspec_train::Trainer;
 
-use crate::codec_args::{CodecKind, DecodeArgs, EncodeArgs, ExtractArgs, Preset, TrainArgs};
+use voxspec_codec::SpeechTokenizerConfig;
+use voxspec_nn::Preset;
+
+use crate::codec_args::{CodecKind, DecodeArgs, EncodeArgs, ExtractArgs, TrainArgs};
 use crate::common::{is_socodec, load_codec, read_audio};
 use crate::progress::Bar;
 use crate::train_loop::{CodecBar, StepBar};
@@ -97,7 +100,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         let mut model = match &args.init {
             Some(dir) => voxspec_codec::read_codec_config(dir)
                 .with_context(|| format!("reading the starting codec {}", dir.display()))?,
-            None => args.preset.config(),
+            None => SpeechTokenizerConfig::preset(args.preset),
         };
         if let Some(dir) = &args.teacher_features {
             let store = FeatureStoreReader::open(dir, "train")
@@ -181,7 +184,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     if let Some(dir) = &run.decoder_codes {
         println!("the decoder renders the codes of {}", dir.display());
     }
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let load = |utts, store: Option<&FeatureStoreReader>, codes: Option<&TokenStore>, what| {
         load_codec_split(
             utts,
@@ -260,7 +263,7 @@ fn check_n_q(n_q: Option<usize>, model: &SpeechTokenizer) -> anyhow::Result<usiz
 }
 
 fn encode(args: EncodeArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let n_q = check_n_q(args.n_q, &model)?;
     let samples = read_audio(&args.input, config.sample_rate)?;
@@ -290,7 +293,7 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
 }
 
 fn decode(args: DecodeArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let file = voxspec_data::read_codes_file(&args.input)?;
     let samples = file.samples();
@@ -336,7 +339,7 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
          a SpeechTokenizer-style codec",
         args.codec.display()
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let n_q = check_n_q(args.n_q, &model)?;
     let rate = config.sample_rate;
@@ -394,7 +397,7 @@ fn fill(args: crate::codec_args::FillArgs) -> anyhow::Result<()> {
             args.out.display()
         );
     }
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let paths = args.models.paths();
     let pipeline = voxspec_tts::Pipeline::load(&paths, &device)?;
     println!(

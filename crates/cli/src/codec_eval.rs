@@ -16,7 +16,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         args.max_utterances != Some(0),
         "--max-utterances must be at least 1"
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load_codec(&args.codec, &device)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let split = EvalSplit::read(&args.data, &args.split, args.max_utterances, &teacher)?;

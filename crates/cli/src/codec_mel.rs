@@ -179,7 +179,7 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
         run.segment_frames,
         run.batch_size
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device)
         .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
     let mut observer = StepBar::new(args.train.steps);

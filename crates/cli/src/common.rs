@@ -50,7 +50,7 @@ pub(crate) fn load_vocoder(dir: &Path) -> anyhow::Result<Vocoder> {
         "the vocoder directory {} does not exist",
         dir.display()
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     Vocoder::load(dir, &device).with_context(|| format!("loading the vocoder {}", dir.display()))
 }
 

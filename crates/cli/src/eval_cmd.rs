@@ -108,7 +108,7 @@ fn intelligibility(args: IntelligibilityArgs) -> anyhow::Result<()> {
         (None, None) => anyhow::bail!("pass --manifest FILE or --dir DIR"),
     };
     anyhow::ensure!(!clips.is_empty(), "{} has no clips", input.display());
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let (candidates_from, texts) = match &args.candidates {
         Some(path) => (path.display().to_string(), read_candidates(path)?),

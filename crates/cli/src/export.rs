@@ -48,7 +48,7 @@ pub fn run(args: ExportArgs) -> anyhow::Result<()> {
         return export_renderer(&args, kind);
     }
     let source = ExportSource::open(&args.checkpoint)?;
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let dtype = match args.dtype {
         DtypeArg::F32 => ExportDtype::F32,
         DtypeArg::Bf16 => ExportDtype::Bf16,
@@ -105,7 +105,7 @@ fn export_renderer(args: &ExportArgs, kind: Renderer) -> anyhow::Result<()> {
         "--transitions and --groups belong to AR models, not to the {name} {}",
         dir.display()
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let loading = || format!("loading the {name} {}", dir.display());
     let params = match kind {
         Renderer::MelDecoder => {

@@ -66,7 +66,7 @@ pub(crate) fn report(groups: &SimilarityGroups) {
 }
 
 fn build(args: BuildArgs) -> anyhow::Result<()> {
-    let (_, model) = load_mtp(&args.checkpoint, &crate::device::single()?)
+    let (_, model) = load_mtp(&args.checkpoint, &voxspec_train::device::single()?)
         .with_context(|| format!("loading {}", args.checkpoint.display()))?;
     let (table, vocab, dim) = model.code_embeddings()?;
     let groups = match args.theta {

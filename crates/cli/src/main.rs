@@ -16,7 +16,6 @@ mod codec_cmd;
 mod codec_eval;
 mod codec_mel;
 mod common;
-mod device;
 mod eval_cmd;
 mod export;
 mod groups;
@@ -66,7 +65,7 @@ struct Cli {
         value_delimiter = ',',
         default_value = "cpu"
     )]
-    device: Vec<device::DeviceSpec>,
+    device: Vec<voxspec_train::DeviceSpec>,
     #[command(subcommand)]
     command: Command,
 }
@@ -144,7 +143,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(bench::BenchCommand::Train(args)) => args.float_dtype(),
         _ => None,
     };
-    device::select(cli.device, float)?;
+    voxspec_train::device::select(cli.device, float)?;
     if let Some(n) = cli.threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
         rayon::ThreadPoolBuilder::new()

@@ -92,7 +92,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             _ => bail!("--voice {v:?}: expected NAME=FILE"),
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let paths = args.models.paths();
     let kind = args
         .models
@@ -270,7 +270,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         .take(args.requests)
         .map(|u| u.text)
         .collect();
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let paths = args.models.paths();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -24,7 +24,7 @@ use voxspec_eval::{
 use voxspec_teacher::SemanticTeacher;
 use voxspec_train::Trainer;
 
-use crate::codec_args::{DecodeArgs, EncodeArgs, EvalArgs, ExtractArgs, Preset, TrainArgs};
+use crate::codec_args::{DecodeArgs, EncodeArgs, EvalArgs, ExtractArgs, TrainArgs};
 use crate::common::{load_ctc_teacher, read_audio};
 use crate::progress::Bar;
 use crate::train_loop::{CodecBar, StepBar};
@@ -33,11 +33,7 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
     anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
     let (train, dev) = crate::common::train_and_dev(&args.data)?;
-    let model = match args.preset {
-        Preset::Tiny => SoCodecConfig::tiny(),
-        Preset::Small => SoCodecConfig::small(),
-        Preset::Base => SoCodecConfig::base(),
-    }
+    let model = SoCodecConfig::preset(args.preset)
     .with_streams(args.streams)
     .with_frame_ms(args.frame_ms)
     .with_quantizer(args.quantizer.into());
@@ -85,7 +81,7 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
         task.adversarial
     );
     let task = prepared.task()?;
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device)
         .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
     let mut observer = CodecBar(StepBar::new(args.train.steps));
@@ -111,7 +107,7 @@ pub(crate) fn load(dir: &Path, device: &Device) -> anyhow::Result<(SoCodecConfig
 }
 
 pub(crate) fn encode(args: EncodeArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     check_feature_teacher(&config, &teacher, &args.teacher)?;
@@ -145,7 +141,7 @@ pub(crate) fn encode(args: EncodeArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn decode(args: DecodeArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
     let Some(reference) = &args.reference else {
         anyhow::bail!(
@@ -193,7 +189,7 @@ pub(crate) fn decode(args: DecodeArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
     let Some(features) = &args.teacher_features else {
         anyhow::bail!("a SoCodec extracts from teacher features: pass --teacher-features <DIR>");
@@ -237,7 +233,7 @@ pub(crate) fn extract(args: ExtractArgs) -> anyhow::Result<()> {
 /// `codec eval` for a SoCodec (`voxspec_eval::socodec`): the table of MCD, CER and forced
 /// choice of the original, the vocoder on the original mel, and the first b streams.
 pub(crate) fn eval(args: &EvalArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let (config, model) = load(&args.codec, &device)?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     check_feature_teacher(&config, &teacher, &args.teacher)?;

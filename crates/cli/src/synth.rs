@@ -46,7 +46,7 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         !args.join || args.text_file.is_some(),
         "--join speaks a --text-file into one WAV; give --text-file"
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let sampler = args.sampling.config(0.0)?;
     let speculative = |rule| {
         anyhow::ensure!(args.gamma >= 1, "--gamma must be at least 1");

@@ -48,7 +48,7 @@ pub(crate) fn decoder_from_args<'a>(
 
 /// `voxspec synthesize` with a multi-stream LM (`--model` holds one).
 pub(crate) fn synthesize(args: &SynthesizeArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let model_dir = args
         .models
         .model

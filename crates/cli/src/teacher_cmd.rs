@@ -142,7 +142,7 @@ fn phones(args: PhonesArgs) -> anyhow::Result<()> {
 }
 
 fn extract(args: ExtractArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let layer = args
         .layer
         .as_deref()
@@ -185,7 +185,7 @@ fn extract(args: ExtractArgs) -> anyhow::Result<()> {
 }
 
 fn transcribe(args: TranscribeArgs) -> anyhow::Result<()> {
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let teacher = load_ctc_teacher(&args.teacher, &device)?;
     let utterances = read_manifest(&args.manifest)?;
     anyhow::ensure!(

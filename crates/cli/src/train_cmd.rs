@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use burn::module::Module;
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance};
 use voxspec_eval::ctc_dev::{CtcDevScore, utterance_lines};
@@ -13,6 +13,7 @@ use voxspec_teacher::LayerSelection;
 use voxspec_teacher::ctc::{
     CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
 };
+use voxspec_nn::Preset;
 use voxspec_train::Trainer;
 
 use crate::progress::Bar;
@@ -30,17 +31,6 @@ pub enum TrainCommand {
     Draft(crate::train_lm::DraftArgs),
     /// Train the delayed multi-stream LM on a SoCodec-style codec's tokens.
     Multistream(crate::train_multistream::MultiStreamArgs),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum Preset {
-    /// Width 32, 2 layers: for tests and smoke runs.
-    Tiny,
-    /// Width 144, 4 layers (≈ 1.2 M parameters): sized for 2 CPU cores and the bundled corpus.
-    Small,
-    /// Width 384, 12 layers (≈ 21 M parameters): for LibriTTS.
-    Base,
 }
 
 /// Train the CTC teacher: conv subsampling + bidirectional transformer over 80-band log-mel
@@ -70,7 +60,9 @@ pub struct CtcArgs {
     /// At most this many padded 100 Hz feature frames per batch (items × longest).
     #[arg(long, default_value_t = 24000)]
     max_frames: usize,
-    /// Model size.
+    /// Model size: tiny (width 32, 2 layers: tests and smoke runs); small (width 144, 4 layers,
+    /// ≈ 1.2 M parameters: 2 CPU cores and the bundled corpus); base (width 384, 12 layers,
+    /// ≈ 21 M: LibriTTS).
     #[arg(long, value_enum, default_value = "small")]
     preset: Preset,
     /// Hidden state saved as the default feature layer (default: the last layer).
@@ -115,11 +107,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         tokenizer.save(&tokenizer_file)?;
         let vocab = tokenizer.vocab_size();
         trained = Some(tokenizer);
-        let model = match args.preset {
-            Preset::Tiny => CtcModelConfig::tiny(vocab),
-            Preset::Small => CtcModelConfig::small(vocab),
-            Preset::Base => CtcModelConfig::base(vocab),
-        };
+        let model = CtcModelConfig::preset(args.preset, vocab);
         let task = CtcTaskConfig::new(model)
             .with_batch_size(args.train.batch)
             .with_max_batch_frames(args.max_frames)
@@ -179,7 +167,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
     }
 
     let config = args.train.config(5.0);
-    let devices = crate::device::training();
+    let devices = voxspec_train::device::training();
     let trainer = Trainer::new(config, task, &args.out, &devices[0])
         .with_devices(&devices)
         .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);

@@ -13,38 +13,17 @@ use burn::module::Module;
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use voxspec_data::{BucketConfig, TrainingPairs};
 use voxspec_draft::{DistillConfig, DraftRun, DraftSettings, DraftSpec, check_target};
 use voxspec_mtp::{
-    ModelSize, MtpConfig, MtpFile, MtpRunOptions, MtpSettings, NarSettings, choose_alignment,
+    MtpConfig, MtpFile, MtpRunOptions, MtpSettings, NarSettings, choose_alignment,
     load_mtp, save_mtp, save_nar,
 };
+use voxspec_nn::Preset;
 use voxspec_train::{TrainConfig, TrainTask, Trainer};
 
 use crate::train_loop::{LoopArgs, StepBar};
-
-/// Model sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LmPreset {
-    /// Width 32, 2 layers: tests and smoke runs.
-    Tiny,
-    /// Width 256, 4 layers: the bundled corpus on 2 CPU cores.
-    Small,
-    /// Width 1024, 12 layers: LibriTTS on a GPU (the paper's scale).
-    Base,
-}
-
-impl From<LmPreset> for ModelSize {
-    fn from(preset: LmPreset) -> Self {
-        match preset {
-            LmPreset::Tiny => ModelSize::Tiny,
-            LmPreset::Small => ModelSize::Small,
-            LmPreset::Base => ModelSize::Base,
-        }
-    }
-}
 
 /// Data and loop settings shared by the three models.
 #[derive(Debug, Args)]
@@ -76,9 +55,10 @@ pub struct LmCommon {
 pub struct MtpArgs {
     #[command(flatten)]
     common: LmCommon,
-    /// Model size.
+    /// Model size: tiny (width 32, 2 layers: tests and smoke runs), small (width 256, 4
+    /// layers: the bundled corpora on 2 CPU cores), base (width 1024, 12 layers: the paper's).
     #[arg(long, value_enum, default_value = "small")]
-    preset: LmPreset,
+    preset: Preset,
     /// Prediction heads (1 = a plain AR model).
     #[arg(long, default_value_t = 8)]
     heads: usize,
@@ -125,9 +105,10 @@ impl From<AlignmentMode> for voxspec_mtp::AlignmentMode {
 pub struct NarArgs {
     #[command(flatten)]
     common: LmCommon,
-    /// Model size.
+    /// Model size: tiny (width 32, 2 layers: tests and smoke runs), small (width 256, 4
+    /// layers: the bundled corpora on 2 CPU cores), base (width 1024, 12 layers: the paper's).
     #[arg(long, value_enum, default_value = "small")]
-    preset: LmPreset,
+    preset: Preset,
     /// RVQ layers modelled (default: all in the token store).
     #[arg(long)]
     n_q: Option<usize>,
@@ -215,7 +196,7 @@ pub(crate) fn train<T: TrainTask>(
     if devices.len() > 1 {
         println!(
             "data-parallel on {}: {} batches per step",
-            crate::device::describe(),
+            voxspec_train::device::describe(),
             devices.len()
         );
     }
@@ -231,13 +212,13 @@ pub(crate) fn train<T: TrainTask>(
 }
 
 /// The AR model of `preset`'s size.
-pub(crate) fn mtp_config(preset: LmPreset, text_vocab: usize, codebook: usize) -> MtpConfig {
-    MtpConfig::preset(preset.into(), text_vocab, codebook)
+pub(crate) fn mtp_config(preset: Preset, text_vocab: usize, codebook: usize) -> MtpConfig {
+    MtpConfig::preset(preset, text_vocab, codebook)
 }
 
 pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     let options = MtpRunOptions {
-        size: args.preset.into(),
+        size: args.preset,
         heads: args.heads,
         head_weights: args.head_weights,
         code_noise: args.code_noise,
@@ -254,7 +235,7 @@ pub fn mtp(args: MtpArgs) -> anyhow::Result<()> {
     let settings = MtpSettings::new(&options, &pairs, aligned, bucket(common, true))?;
     let settings = run_settings(common, "mtp", settings)?;
     let task = settings.task(&pairs);
-    let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
+    let (model, _) = train(common, task, Vec::new(), &voxspec_train::device::training())?;
     let file = MtpFile {
         model: settings.model,
         draft: None,
@@ -303,7 +284,7 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
         "aligned (every frame sees its phone)",
     )?;
     let settings = NarSettings::new(
-        args.preset.into(),
+        args.preset,
         args.n_q,
         &pairs,
         aligned,
@@ -311,7 +292,7 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
     )?;
     let settings = run_settings(common, "nar", settings)?;
     let task = settings.task(&pairs)?;
-    let (model, _) = train(common, task, Vec::new(), &crate::device::training())?;
+    let (model, _) = train(common, task, Vec::new(), &voxspec_train::device::training())?;
     save_nar(&common.out, &settings.model, &model)?;
     pairs.tokenizer.save(&common.out.join("tokenizer.json"))?;
     println!("model: {}", common.out.join("model.safetensors").display());
@@ -322,7 +303,7 @@ pub fn draft(args: DraftArgs) -> anyhow::Result<()> {
     let common = &args.common;
     let pairs = load_pairs(common)?;
     // The task holds the frozen target on this device: drafts train on one device.
-    let train_device = crate::device::single()?.autodiff();
+    let train_device = voxspec_train::device::single()?.autodiff();
     let (target_file, target) = load_mtp(&args.target, &train_device)
         .with_context(|| format!("loading the target {}", args.target.display()))?;
     check_target(

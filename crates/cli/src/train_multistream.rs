@@ -20,7 +20,9 @@ use voxspec_multistream::{
 };
 
 use crate::progress::Bar;
-use crate::train_lm::{AlignmentMode, LmCommon, LmPreset};
+use voxspec_nn::Preset;
+
+use crate::train_lm::{AlignmentMode, LmCommon};
 
 /// Train the delayed multi-stream LM (SoCodec §4): text (phones) and the K streams of a
 /// multi-stream codec's tokens in one sequence, stream j delayed by d·j steps, one head per
@@ -34,9 +36,10 @@ pub struct MultiStreamArgs {
     /// its voice vector, and synthesis decodes with it.
     #[arg(long, value_name = "DIR")]
     codec: PathBuf,
-    /// Model size.
+    /// Model size: tiny (width 32, 2 layers: tests and smoke runs), small (width 256, 4
+    /// layers: the bundled corpora on 2 CPU cores), base (width 1024, 12 layers: the paper's).
     #[arg(long, value_enum, default_value = "small")]
-    preset: LmPreset,
+    preset: Preset,
     /// Streams modelled (the first K of the token store; default all).
     #[arg(long)]
     streams: Option<usize>,
@@ -154,7 +157,7 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         }
     );
     // Every recording with codes gets its voice; a shifted encoding is voiced as its recording.
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let voices = pair_voices(
         &args.codec,
         (&manifest, &shifted),
@@ -182,11 +185,7 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         return heads_on(&args, base, &pairs, (train_items, dev_items));
     }
     let vocab = pairs.tokenizer.vocab_size();
-    let preset = match args.preset {
-        LmPreset::Tiny => MultiStreamConfig::tiny(vocab, pairs.codebook, streams),
-        LmPreset::Small => MultiStreamConfig::small(vocab, pairs.codebook, streams),
-        LmPreset::Base => MultiStreamConfig::base(vocab, pairs.codebook, streams),
-    };
+    let preset = MultiStreamConfig::preset(args.preset, vocab, pairs.codebook, streams);
     if let Some(p) = args.dropout {
         anyhow::ensure!((0.0..1.0).contains(&p), "--dropout {p} must be in [0, 1)");
     }
@@ -221,7 +220,7 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         settings.code_dropout
     );
     let task = settings.task(train_items, dev_items)?;
-    let (model, _) = crate::train_lm::train(common, task, Vec::new(), &crate::device::training())?;
+    let (model, _) = crate::train_lm::train(common, task, Vec::new(), &voxspec_train::device::training())?;
     save_run(&common.out, &settings.file(), &model, &pairs)?;
     println!("model: {}", common.out.join("model.safetensors").display());
     Ok(())
@@ -235,7 +234,7 @@ fn draft(
     items: (Vec<MsItem>, Vec<MsItem>),
 ) -> anyhow::Result<()> {
     let common = &args.common;
-    let device = crate::device::single()?.autodiff();
+    let device = voxspec_train::device::single()?.autodiff();
     let target = FrozenLm::load(target_dir, true, (pairs, &items.0), &device)?;
     let spec = DraftSpec::parse(&args.layers)?;
     let settings = crate::train_lm::run_settings(
@@ -276,7 +275,7 @@ fn heads_on(
         args.mtp_heads >= 2,
         "--base trains multi-token heads: give --mtp-heads 2 or more"
     );
-    let device = crate::device::single()?.autodiff();
+    let device = voxspec_train::device::single()?.autodiff();
     let base = FrozenLm::load(base_dir, false, (pairs, &items.0), &device)?;
     let settings = crate::train_lm::run_settings(
         common,

@@ -12,7 +12,7 @@ use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand, ValueEnum};
 use voxspec_codec::vocoder::{
-    DiscriminatorSize, VocoderRunSettings, VocoderTask, VocosConfig, VocosPreset, save_vocoder,
+    DiscriminatorSize, VocoderRunSettings, VocoderTask, VocosConfig, save_vocoder,
 };
 use voxspec_data::load_waves;
 use voxspec_train::Trainer;
@@ -27,31 +27,6 @@ pub enum VocoderCommand {
     Train(TrainArgs),
     Synth(SynthArgs),
     Eval(crate::vocoder_eval::EvalArgs),
-}
-
-/// `vocoder train --preset` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Preset {
-    /// 16 kHz, n_fft 256, hop 64, 20 mels, width 32, 2 blocks: for tests and smoke runs.
-    Tiny,
-    /// 16 kHz, n_fft 1024, hop 256, 80 mels, width 256, 4 blocks.
-    Small,
-    /// 16 kHz, n_fft 640, hop 160 (100 frames/s, SoCodec's mel rate), 80 mels, width 192,
-    /// 4 blocks (about 1.2 M parameters).
-    Hop160,
-    /// Vocos' published 24 kHz size: n_fft 1024, hop 256, 100 mels, width 512, 8 blocks.
-    Base,
-}
-
-impl From<Preset> for VocosPreset {
-    fn from(preset: Preset) -> Self {
-        match preset {
-            Preset::Tiny => VocosPreset::Tiny,
-            Preset::Small => VocosPreset::Small,
-            Preset::Hop160 => VocosPreset::Hop160,
-            Preset::Base => VocosPreset::Base,
-        }
-    }
 }
 
 /// Train a Vocos-style vocoder (log-mel → waveform) on a prepared corpus.
@@ -85,9 +60,11 @@ pub struct TrainArgs {
     /// Run directory (also the vocoder model directory at the end).
     #[arg(long, short, value_name = "DIR")]
     out: PathBuf,
-    /// Model size.
-    #[arg(long, value_enum, default_value = "hop160")]
-    preset: Preset,
+    /// Model size: tiny (n_fft 256, hop 64, 20 mels, width 32, 2 blocks); small (16 kHz,
+    /// n_fft 640, hop 160: 100 frames/s, the mel decoder's and SoCodec's mel rate; 80 mels,
+    /// width 192, 4 blocks, about 1.2 M parameters); base (Vocos' published 24 kHz size).
+    #[arg(long, value_enum, default_value = "small")]
+    preset: voxspec_nn::Preset,
     /// Seconds per training segment (rounded down to whole mel frames).
     #[arg(long, default_value_t = 1.0)]
     segment: f64,
@@ -173,10 +150,10 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     let run = voxspec_train::resume_or_start(&args.out, "vocoder", args.train.resume, || {
         let model = match &args.init {
             Some(dir) => load_vocoder(dir)?.config().clone(),
-            None => VocosConfig::preset(args.preset.into()),
+            None => VocosConfig::preset(args.preset),
         };
         let mut settings = VocoderRunSettings::new(
-            args.preset.into(),
+            args.preset,
             model,
             args.segment,
             args.adversarial.then_some(args.discriminators.into()),
@@ -191,7 +168,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         settings.loss.phase_weight = args.phase_weight;
         anyhow::Ok(settings)
     })?;
-    if run.resumed && run.settings.preset != args.preset.into() {
+    if run.resumed && run.settings.preset != args.preset {
         tracing::warn!(saved = ?run.settings.preset, given = ?args.preset,
             "--preset ignored: resuming with the run's saved model");
     }
@@ -224,7 +201,7 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
         dev_segments,
         run.batch_size
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let loop_config = args.train.config(5.0);
     let trainer = Trainer::new(loop_config, task, &args.out, &device)
         .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);

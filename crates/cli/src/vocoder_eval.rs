@@ -73,7 +73,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
         args.max_utterances != Some(0),
         "--max-utterances must be at least 1"
     );
-    let device = crate::device::single()?;
+    let device = voxspec_train::device::single()?;
     let mut vocoder = load_vocoder(&args.vocoder)?;
     if let Some(iterations) = args.phase_refinement {
         let momentum = vocoder.phase_refinement().momentum;

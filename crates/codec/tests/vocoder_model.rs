@@ -40,7 +40,7 @@ fn forward_gives_frames_times_hop_samples() {
     // Presets validate.
     for c in [
         VocosConfig::tiny(),
-        VocosConfig::small(),
+        VocosConfig::hop256(),
         VocosConfig::base(),
     ] {
         c.validate().unwrap();

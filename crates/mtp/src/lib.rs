@@ -40,7 +40,7 @@ pub use model::{MtpConfig, MtpHead, MtpModel};
 pub use nar::{NarConfig, NarInput, NarItem, NarModel, NarTrackConfig};
 pub use nar_train::{NarBatch, NarBatchItem, NarData, NarTask, NarTaskConfig};
 pub use run::{
-    AlignmentChoice, AlignmentMode, ModelSize, MtpRunOptions, MtpSettings, NarSettings,
+    AlignmentChoice, AlignmentMode, MtpRunOptions, MtpSettings, NarSettings,
     choose_alignment, head_weights,
 };
 pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout, summed_slots};

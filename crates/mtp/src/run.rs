@@ -1,10 +1,11 @@
 //! Training runs of the AR and NAR models on loaded (text, codes) pairs: the model sizes
-//! ([`ModelSize`]), whether a model trains aligned ([`AlignmentMode`], [`choose_alignment`]),
+//! ([`Preset`]), whether a model trains aligned ([`AlignmentMode`], [`choose_alignment`]),
 //! the run settings saved for a resume ([`MtpSettings`], [`NarSettings`]) and the tasks built
 //! from them.
 
 use serde::{Deserialize, Serialize};
 use voxspec_data::{BucketConfig, TrainingPairs};
+use voxspec_nn::Preset;
 
 use crate::error::{MtpError, Result};
 use crate::model::MtpConfig;
@@ -13,36 +14,25 @@ use crate::nar_train::{NarData, NarTask, NarTaskConfig};
 use crate::track::AlignConfig;
 use crate::train::{MtpData, MtpTask, MtpTaskConfig};
 
-/// Model sizes of the AR and NAR models.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ModelSize {
-    /// Width 32, 2 layers: tests and smoke runs.
-    Tiny,
-    /// Width 256, 4 layers: the bundled corpus on 2 CPU cores.
-    Small,
-    /// Width 1024, 12 layers: LibriTTS on a GPU (the paper's scale).
-    Base,
-}
-
 impl MtpConfig {
-    /// The AR model of `size` reading `text_vocab` text tokens and `codebook_size` codes.
-    pub fn preset(size: ModelSize, text_vocab: usize, codebook_size: usize) -> Self {
+    /// The AR model of `size` reading `text_vocab` text tokens and `codebook_size` codes: tiny
+    /// width 32, 2 layers; small width 256, 4 layers; base width 1024, 12 layers (the paper's).
+    pub fn preset(size: Preset, text_vocab: usize, codebook_size: usize) -> Self {
         match size {
-            ModelSize::Tiny => Self::tiny(text_vocab, codebook_size),
-            ModelSize::Small => Self::small(text_vocab, codebook_size),
-            ModelSize::Base => Self::base(text_vocab, codebook_size),
+            Preset::Tiny => Self::tiny(text_vocab, codebook_size),
+            Preset::Small => Self::small(text_vocab, codebook_size),
+            Preset::Base => Self::base(text_vocab, codebook_size),
         }
     }
 }
 
 impl NarConfig {
     /// The NAR model of `size` for `n_q` RVQ layers.
-    pub fn preset(size: ModelSize, text_vocab: usize, codebook_size: usize, n_q: usize) -> Self {
+    pub fn preset(size: Preset, text_vocab: usize, codebook_size: usize, n_q: usize) -> Self {
         match size {
-            ModelSize::Tiny => Self::tiny(text_vocab, codebook_size, n_q),
-            ModelSize::Small => Self::small(text_vocab, codebook_size, n_q),
-            ModelSize::Base => Self::base(text_vocab, codebook_size, n_q),
+            Preset::Tiny => Self::tiny(text_vocab, codebook_size, n_q),
+            Preset::Small => Self::small(text_vocab, codebook_size, n_q),
+            Preset::Base => Self::base(text_vocab, codebook_size, n_q),
         }
     }
 }
@@ -137,7 +127,7 @@ pub fn head_weights(weights: &[f32], heads: usize) -> Result<Vec<f32>> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct MtpRunOptions {
     /// Model size.
-    pub size: ModelSize,
+    pub size: Preset,
     /// Prediction heads (1 = a plain AR model).
     pub heads: usize,
     /// Loss weight of each head (empty: all 1).
@@ -239,7 +229,7 @@ impl NarSettings {
     /// # Errors
     /// [`MtpError::NarLayers`] when `n_q` is below 2 or above the token store's layers.
     pub fn new(
-        size: ModelSize,
+        size: Preset,
         n_q: Option<usize>,
         pairs: &TrainingPairs,
         aligned: bool,

@@ -66,6 +66,21 @@ pub struct MultiStreamConfig {
 }
 
 impl MultiStreamConfig {
+    /// The LM of `preset`'s size ([`tiny`](Self::tiny), [`small`](Self::small),
+    /// [`base`](Self::base)).
+    pub fn preset(
+        preset: voxspec_nn::Preset,
+        text_vocab: usize,
+        codebook_size: usize,
+        streams: usize,
+    ) -> Self {
+        match preset {
+            voxspec_nn::Preset::Tiny => Self::tiny(text_vocab, codebook_size, streams),
+            voxspec_nn::Preset::Small => Self::small(text_vocab, codebook_size, streams),
+            voxspec_nn::Preset::Base => Self::base(text_vocab, codebook_size, streams),
+        }
+    }
+
     /// A tiny model for tests: width 32, 2 layers, no dropout.
     pub fn tiny(text_vocab: usize, codebook_size: usize, streams: usize) -> Self {
         Self::new(

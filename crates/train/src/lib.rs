@@ -16,6 +16,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod device;
 pub mod error;
 pub mod metrics;
 pub mod op_profile;
@@ -31,6 +32,7 @@ pub mod weights;
 
 pub use checkpoint::{CheckpointPaths, TrainState, latest_checkpoint, list_checkpoints};
 pub use config::{LrSchedule, OptimConfig, TrainConfig};
+pub use device::{DeviceError, DeviceSpec};
 pub use error::{Result, TrainError};
 pub use metrics::{MetricsRecord, read_metrics};
 pub use op_profile::{FamilyTime, OpProfile, profile_ops};

@@ -3,6 +3,16 @@
 use super::SoCodecConfig;
 
 impl SoCodecConfig {
+    /// The codec of `preset`'s size ([`tiny`](Self::tiny), [`small`](Self::small),
+    /// [`base`](Self::base)).
+    pub fn preset(preset: voxspec_nn::Preset) -> Self {
+        match preset {
+            voxspec_nn::Preset::Tiny => Self::tiny(),
+            voxspec_nn::Preset::Small => Self::small(),
+            voxspec_nn::Preset::Base => Self::base(),
+        }
+    }
+
     /// For tests and smoke runs: width 16, latent 16, sub-codebooks of 16 entries, 4 k-means
     /// iterations.
     pub fn tiny() -> Self {

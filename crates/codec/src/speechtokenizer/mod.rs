@@ -87,6 +87,31 @@ pub struct SpeechTokenizerConfig {
 }
 
 impl SpeechTokenizerConfig {
+    /// The codec of `preset`'s size: [`tiny`](Self::tiny), [`small`](Self::small), or the
+    /// published SpeechTokenizer ([`speechtokenizer_base`](Self::speechtokenizer_base)).
+    pub fn preset(preset: voxspec_nn::Preset) -> Self {
+        match preset {
+            voxspec_nn::Preset::Tiny => Self::tiny(),
+            voxspec_nn::Preset::Small => Self::small(),
+            voxspec_nn::Preset::Base => Self::speechtokenizer_base(),
+        }
+    }
+
+    /// For tests and smoke runs: base width 4, latent 16, one LSTM layer, 4 × 32 codes, hop
+    /// 320, 2 k-means iterations.
+    pub fn tiny() -> Self {
+        Self::new()
+            .with_seanet(
+                SeanetConfig::new()
+                    .with_n_filters(4)
+                    .with_dimension(16)
+                    .with_lstm_layers(1),
+            )
+            .with_n_q(4)
+            .with_codebook_size(32)
+            .with_kmeans_iters(2)
+    }
+
     /// The published SpeechTokenizer: 16 kHz, hop 320 (50 Hz), 8 × 1024 codes, latent 1024,
     /// HuBERT-base teacher (768).
     pub fn speechtokenizer_base() -> Self {

@@ -7,7 +7,7 @@
 //! | `griffin_lim` | [`griffin_lim`], [`griffin_lim_from_log_mel`] (host-side, on `voxspec_audio::Stft`) |
 //! | `model` | [`VocosConfig`] (presets `tiny`, `small`, `hop160`, `base`), [`Vocos`] |
 //! | `synth` | [`Vocoder`] (a loaded model: samples → log-mel → samples), [`vocoder_log_mel`], [`Vocos::synthesize`], [`griffin_lim_resynthesize`] |
-//! | `run` | [`VocoderRunSettings`] (a training run's settings), presets [`VocosPreset`], [`DiscriminatorSize`] |
+//! | `run` | [`VocoderRunSettings`] (a training run's settings), sizes ([`VocosConfig::preset`]), [`DiscriminatorSize`] |
 //! | `train` | [`VocoderTask`]: multi-resolution STFT + mel L1 (+ MPD/MSD adversaries, [`VocoderGan`]) training through `voxspec-train` |
 
 pub mod griffin_lim;
@@ -22,7 +22,7 @@ pub use griffin_lim::{
     griffin_lim_from_log_mel, pseudo_inverse, refine_phase, spectral_convergence,
 };
 pub use model::{ConvNextBlock, Vocos, VocosConfig};
-pub use run::{DiscriminatorSize, VocoderRunSettings, VocosPreset};
+pub use run::{DiscriminatorSize, VocoderRunSettings};
 pub use stft::TensorStft;
 pub use synth::{Vocoder, griffin_lim_resynthesize, vocoder_log_mel};
 pub use train::{

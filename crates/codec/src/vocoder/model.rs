@@ -93,9 +93,8 @@ impl VocosConfig {
             .with_layer_scale_init(0.5)
     }
 
-    /// Small model for CPU training on the bundled 16 kHz corpus: `n_fft` 1024, hop 256,
-    /// 80 mels, width 256, 4 blocks.
-    pub fn small() -> Self {
+    /// 16 kHz at 62.5 frames per second: `n_fft` 1024, hop 256, 80 mels, width 256, 4 blocks.
+    pub fn hop256() -> Self {
         Self::new()
             .with_dim(256)
             .with_intermediate_dim(768)

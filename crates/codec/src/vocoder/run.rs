@@ -1,37 +1,24 @@
-//! A vocoder training run: the model sizes ([`VocosPreset`]), the discriminator widths of
+//! A vocoder training run: the model sizes ([`VocosConfig::preset`]), the discriminator widths of
 //! adversarial training ([`DiscriminatorSize`]) and the settings saved for a resume
 //! ([`VocoderRunSettings`]).
 
 use serde::{Deserialize, Serialize};
+use voxspec_nn::Preset;
 
 use crate::error::VocoderError;
 use crate::speechtokenizer::DiscriminatorsConfig;
 use crate::vocoder::model::VocosConfig;
 use crate::vocoder::train::{VocoderLossConfig, WaveSegments};
 
-/// Vocoder sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VocosPreset {
-    /// 16 kHz, n_fft 256, hop 64, 20 mels, width 32, 2 blocks: for tests and smoke runs.
-    Tiny,
-    /// 16 kHz, n_fft 1024, hop 256, 80 mels, width 256, 4 blocks.
-    Small,
-    /// 16 kHz, n_fft 640, hop 160 (100 frames/s, SoCodec's mel rate), 80 mels, width 192,
-    /// 4 blocks (about 1.2 M parameters).
-    Hop160,
-    /// Vocos' published 24 kHz size: n_fft 1024, hop 256, 100 mels, width 512, 8 blocks.
-    Base,
-}
-
 impl VocosConfig {
-    /// The vocoder of `preset`'s size.
-    pub fn preset(preset: VocosPreset) -> Self {
+    /// The vocoder of `preset`'s size: [`tiny`](Self::tiny); small [`hop160`](Self::hop160)
+    /// (16 kHz at 100 frames/s, the mel rate of the mel decoder and SoCodec; about 1.2 M
+    /// parameters); base Vocos' published 24 kHz size ([`base`](Self::base)).
+    pub fn preset(preset: Preset) -> Self {
         match preset {
-            VocosPreset::Tiny => Self::tiny(),
-            VocosPreset::Small => Self::small(),
-            VocosPreset::Hop160 => Self::hop160(),
-            VocosPreset::Base => Self::base(),
+            Preset::Tiny => Self::tiny(),
+            Preset::Small => Self::hop160(),
+            Preset::Base => Self::base(),
         }
     }
 }
@@ -60,7 +47,7 @@ impl DiscriminatorsConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VocoderRunSettings {
     /// The preset asked for (the model may come from an initial vocoder instead).
-    pub preset: VocosPreset,
+    pub preset: Preset,
     /// The model.
     pub model: VocosConfig,
     /// The losses.
@@ -80,7 +67,7 @@ impl VocoderRunSettings {
     /// # Errors
     /// Those of [`VocosConfig::validate`].
     pub fn new(
-        preset: VocosPreset,
+        preset: Preset,
         model: VocosConfig,
         segment_seconds: f64,
         adversarial: Option<DiscriminatorSize>,

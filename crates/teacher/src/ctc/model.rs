@@ -53,6 +53,16 @@ pub struct CtcModelConfig {
 }
 
 impl CtcModelConfig {
+    /// The teacher of `preset`'s size over `vocab_size` characters ([`tiny`](Self::tiny),
+    /// [`small`](Self::small), [`base`](Self::base)).
+    pub fn preset(preset: voxspec_nn::Preset, vocab_size: usize) -> Self {
+        match preset {
+            voxspec_nn::Preset::Tiny => Self::tiny(vocab_size),
+            voxspec_nn::Preset::Small => Self::small(vocab_size),
+            voxspec_nn::Preset::Base => Self::base(vocab_size),
+        }
+    }
+
     /// Sized for training on 2 CPU cores (the bundled corpus): width 144, 4 heads, 4 layers,
     /// SwiGLU width 384, rotary positions, RMSNorm (≈1.2 M parameters with a 40-class vocabulary).
     pub fn small(vocab_size: usize) -> Self {

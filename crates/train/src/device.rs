@@ -1,4 +1,5 @@
-//! `--device`: the Burn devices a command computes on, chosen once for the whole process.
+//! The Burn devices a process computes on (the CLI's `--device`), chosen once for the whole
+//! process.
 //!
 //! `cpu` (the default) is Burn's flex backend. `wgpu` or `wgpu:N` is a GPU through Burn's wgpu
 //! backend (Vulkan on Linux and Windows, Metal on macOS; WGSL shaders), in binaries built with
@@ -18,6 +19,30 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use burn::tensor::{Device, FloatDType};
+
+/// Why a device cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// The device did not start, or lacks what was asked of it.
+    #[error("{spec}: {reason}")]
+    Unavailable { spec: DeviceSpec, reason: String },
+    /// A single-device computation was given several devices.
+    #[error(
+        "{count} devices are selected ({list}); only data-parallel training (`train mtp`, \
+         `train nar`, `train ctc`) computes on several, everything else on one"
+    )]
+    Several { count: usize, list: String },
+    /// [`select`] was called twice.
+    #[error("the devices were already selected")]
+    AlreadySelected,
+}
+
+fn unavailable(spec: DeviceSpec, reason: impl Into<String>) -> DeviceError {
+    DeviceError::Unavailable {
+        spec,
+        reason: reason.into(),
+    }
+}
 
 /// One entry of `--device`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,12 +115,12 @@ impl DeviceSpec {
     ///
     /// # Errors
     /// When no wgpu adapter answers to the spec or it does not start.
-    pub fn device(self, float: Option<FloatDType>) -> anyhow::Result<Device> {
-        let configure = |mut device: Device| -> anyhow::Result<Device> {
+    pub fn device(self, float: Option<FloatDType>) -> Result<Device, DeviceError> {
+        let configure = |mut device: Device| -> Result<Device, DeviceError> {
             if let Some(float) = float {
-                device
-                    .configure(float)
-                    .map_err(|e| anyhow::anyhow!("{self}: cannot compute in {float:?}: {e:?}"))?;
+                device.configure(float).map_err(|e| {
+                    unavailable(self, format!("cannot compute in {float:?}: {e:?}"))
+                })?;
             }
             Ok(device)
         };
@@ -132,7 +157,7 @@ static SELECTED: OnceLock<Vec<Selected>> = OnceLock::new();
 /// # Errors
 /// When a device does not start (no driver, no such adapter) or lacks the float type, or on a
 /// second call.
-pub fn select(specs: Vec<DeviceSpec>, float: Option<FloatDType>) -> anyhow::Result<()> {
+pub fn select(specs: Vec<DeviceSpec>, float: Option<FloatDType>) -> Result<(), DeviceError> {
     let specs = if specs.is_empty() {
         vec![DeviceSpec::Cpu]
     } else {
@@ -149,7 +174,7 @@ pub fn select(specs: Vec<DeviceSpec>, float: Option<FloatDType>) -> anyhow::Resu
     }
     SELECTED
         .set(selected)
-        .map_err(|_| anyhow::anyhow!("the device was already selected"))
+        .map_err(|_| DeviceError::AlreadySelected)
 }
 
 fn selected() -> &'static [Selected] {
@@ -164,16 +189,14 @@ fn selected() -> &'static [Selected] {
 /// The one device of a command that computes on a single device.
 ///
 /// # Errors
-/// When `--device` lists several devices.
-pub fn single() -> anyhow::Result<Device> {
+/// When several devices are selected.
+pub fn single() -> Result<Device, DeviceError> {
     match selected() {
         [one] => Ok(one.device.clone()),
-        all => anyhow::bail!(
-            "--device lists {} devices ({}); only `train mtp`, `train nar` and `train ctc` \
-             train on several, every other command takes one",
-            all.len(),
-            list(all)
-        ),
+        all => Err(DeviceError::Several {
+            count: all.len(),
+            list: list(all),
+        }),
     }
 }
 
@@ -238,22 +261,24 @@ pub fn wgpu_adapters() -> Vec<Device> {
 #[cfg(feature = "gpu")]
 fn wgpu(
     index: usize,
-    configure: impl FnOnce(Device) -> anyhow::Result<Device>,
-) -> anyhow::Result<Device> {
+    configure: impl FnOnce(Device) -> Result<Device, DeviceError>,
+) -> Result<Device, DeviceError> {
     use burn::tensor::Tensor;
     let spec = DeviceSpec::Wgpu(index);
     let adapters = wgpu_adapters();
-    anyhow::ensure!(
-        !adapters.is_empty(),
-        "{spec}: wgpu finds no GPU adapter (no Vulkan, Metal, DX12 or OpenGL driver \
-         answers). Install the GPU's Vulkan driver, or Mesa's software one to run without a \
-         GPU (Debian/Ubuntu: `apt-get install mesa-vulkan-drivers`, and set XDG_RUNTIME_DIR), \
-         or use --device cpu"
-    );
+    if adapters.is_empty() {
+        return Err(unavailable(
+            spec,
+            "wgpu finds no GPU adapter (no Vulkan, Metal, DX12 or OpenGL driver answers). \
+             Install the GPU's Vulkan driver, or Mesa's software one to run without a GPU \
+             (Debian/Ubuntu: `apt-get install mesa-vulkan-drivers`, and set XDG_RUNTIME_DIR), \
+             or use --device cpu",
+        ));
+    }
     let device = adapters.get(index).cloned().ok_or_else(|| {
-        anyhow::anyhow!(
-            "{spec}: wgpu lists {} adapter(s), numbered from 0",
-            adapters.len()
+        unavailable(
+            spec,
+            format!("wgpu lists {} adapter(s), numbered from 0", adapters.len()),
         )
     })?;
     let device = configure(device)?;
@@ -267,8 +292,13 @@ fn wgpu(
     });
     let (name, sum) = started
         .and_then(|result| result)
-        .map_err(|message| anyhow::anyhow!("{spec}: the device did not start: {message}"))?;
-    anyhow::ensure!(sum == 4.0, "{spec}: the device summed four ones to {sum}");
+        .map_err(|message| unavailable(spec, format!("the device did not start: {message}")))?;
+    if sum != 4.0 {
+        return Err(unavailable(
+            spec,
+            format!("the device summed four ones to {sum}"),
+        ));
+    }
     tracing::info!(
         "{spec}: {}",
         name.as_deref().unwrap_or("an adapter without a name")
@@ -295,13 +325,13 @@ fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 #[cfg(not(feature = "gpu"))]
 fn wgpu(
     index: usize,
-    _configure: impl FnOnce(Device) -> anyhow::Result<Device>,
-) -> anyhow::Result<Device> {
+    _configure: impl FnOnce(Device) -> Result<Device, DeviceError>,
+) -> Result<Device, DeviceError> {
     // `DeviceSpec::from_str` refuses wgpu in this build, so no spec reaches here.
-    anyhow::bail!(
-        "{}: this voxspec binary was built without the `gpu` feature",
-        DeviceSpec::Wgpu(index)
-    )
+    Err(unavailable(
+        DeviceSpec::Wgpu(index),
+        "this voxspec binary was built without the `gpu` feature",
+    ))
 }
 
 #[cfg(test)]
