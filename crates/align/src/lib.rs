@@ -50,9 +50,7 @@ pub use task::{
     frame_cross_entropy, uniform_classes,
 };
 pub use topology::{N_CLASSES, SIL_CLASS, Topology, class_of_label};
-pub use training::{
-    AlignRunFile, AlignTraining, AlignTrainingObserver, train_aligner,
-};
+pub use training::{AlignRunFile, AlignTraining, AlignTrainingObserver, train_aligner};
 
 use burn::tensor::TensorData;
 

@@ -8,8 +8,8 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use voxspec_align::{
-    AlignCorpus, AlignReport, AlignTaskConfig, AlignerModelConfig, AlignTraining, AlignTrainingObserver, Aligner,
-    Objective, Scoring, SilenceGate, compare_with_references, textgrid_path,
+    AlignCorpus, AlignReport, AlignTaskConfig, AlignTraining, AlignTrainingObserver, Aligner,
+    AlignerModelConfig, Objective, Scoring, SilenceGate, compare_with_references, textgrid_path,
     train_aligner,
 };
 use voxspec_data::corpus::SPLITS;

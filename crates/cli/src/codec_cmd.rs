@@ -7,28 +7,21 @@
 //! config that does not match its weights fails naming every tensor and shape that differs.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use burn::module::Module;
 use burn::tensor::{Int, Tensor, TensorData};
 use clap::Subcommand;
-use serde::{Deserialize, Serialize};
 use voxspec_codec::SpeechTokenizer;
-use voxspec_codec::speechtokenizer::DiscriminatorsConfig;
-use voxspec_codec::speechtokenizer::prepare::{encode_codes, extract_codes, load_codec_split};
-use voxspec_codec::speechtokenizer::train::{CodecData, CodecTrainConfig, CodecTrainTask};
+use voxspec_codec::speechtokenizer::prepare::{encode_codes, extract_codes};
+use voxspec_codec::speechtokenizer::run::{CodecRunFile, CodecRunOptions};
 use voxspec_data::{Progress, TokenStore, TokenStoreMeta, TokenStoreWriter};
-use voxspec_teacher::FeatureStoreReader;
 use voxspec_train::Trainer;
-
-use voxspec_codec::SpeechTokenizerConfig;
-use voxspec_nn::Preset;
 
 use crate::codec_args::{CodecKind, DecodeArgs, EncodeArgs, ExtractArgs, TrainArgs};
 use crate::common::{is_socodec, load_codec, read_audio};
 use crate::progress::Bar;
-use crate::train_loop::{CodecBar, StepBar};
+use crate::train_loop::{self, DevLines};
 
 /// The codec subcommands (each one's help comes from its arguments' documentation).
 #[derive(Debug, Subcommand)]
@@ -75,62 +68,21 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
     }
 }
 
-/// What `--resume` needs besides the checkpoint: the task settings of the run.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunFile {
-    preset: Preset,
-    teacher_features: Option<PathBuf>,
-    #[serde(default)]
-    init: Option<PathBuf>,
-    #[serde(default)]
-    decoder_codes: Option<PathBuf>,
-    task: CodecTrainConfig,
-}
-
 fn train(args: TrainArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
-    anyhow::ensure!(
-        args.segment > 0.0 && args.segment <= 60.0,
-        "--segment {} s: a training segment is given in seconds, above 0 and at most 60 \
-         (SpeechTokenizer trains on 3 s, the bundled recipes on 1–3 s)",
-        args.segment
-    );
     let (train, dev) = crate::common::train_and_dev(&args.data)?;
+    let options = CodecRunOptions {
+        preset: args.preset,
+        init: args.init.clone(),
+        teacher_features: args.teacher_features.clone(),
+        decoder_codes: args.decoder_codes.clone(),
+        segment_seconds: args.segment,
+        batch_size: args.train.batch,
+        seed: args.train.seed,
+        adversarial: args.adversarial,
+        decoder_only: args.decoder_only,
+    };
     let run = voxspec_train::resume_or_start(&args.out, "codec", args.train.resume, || {
-        let mut model = match &args.init {
-            Some(dir) => voxspec_codec::read_codec_config(dir)
-                .with_context(|| format!("reading the starting codec {}", dir.display()))?,
-            None => SpeechTokenizerConfig::preset(args.preset),
-        };
-        if let Some(dir) = &args.teacher_features {
-            let store = FeatureStoreReader::open(dir, "train")
-                .with_context(|| format!("opening the teacher features {}", dir.display()))?;
-            anyhow::ensure!(
-                args.init.is_none() || model.semantic_dimension == store.meta().dim,
-                "--init {} distils to {} dimensions but the teacher features in {} are {}-d",
-                args.init.as_deref().unwrap_or(Path::new("")).display(),
-                model.semantic_dimension,
-                dir.display(),
-                store.meta().dim
-            );
-            model = model.with_semantic_dimension(store.meta().dim);
-        }
-        let hop = model.hop_length();
-        let segment_frames = ((args.segment * f64::from(model.sample_rate)) as usize / hop).max(1);
-        let task = CodecTrainConfig::new()
-            .with_model(model)
-            .with_segment_samples(segment_frames * hop)
-            .with_batch_size(args.train.batch)
-            .with_data_seed(args.train.seed)
-            .with_adversarial(args.adversarial.then(DiscriminatorsConfig::new))
-            .with_decoder_only(args.decoder_only);
-        anyhow::Ok(RunFile {
-            preset: args.preset,
-            teacher_features: args.teacher_features.clone(),
-            init: args.init.clone(),
-            decoder_codes: args.decoder_codes.clone(),
-            task,
-        })
+        CodecRunFile::new(&options)
     })?;
     if run.resumed && run.settings.preset != args.preset {
         tracing::warn!(saved = ?run.settings.preset, given = ?args.preset,
@@ -138,110 +90,20 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     }
     let run = run.settings;
     let model_config = run.task.model.clone();
-    let hop = model_config.hop_length();
-    let (train_store, dev_store) = match &run.teacher_features {
-        Some(dir) => {
-            let train = FeatureStoreReader::open(dir, "train")
-                .with_context(|| format!("opening the teacher features {}", dir.display()))?;
-            anyhow::ensure!(
-                train.meta().dim == model_config.semantic_dimension,
-                "teacher features in {} are {}-d but the model distils to {} dimensions",
-                dir.display(),
-                train.meta().dim,
-                model_config.semantic_dimension
-            );
-            let dev = FeatureStoreReader::open(dir, "dev").ok();
-            println!(
-                "teacher features {}: {}-d at {} Hz ({}), codec frames at {} Hz",
-                dir.display(),
-                train.meta().dim,
-                train.meta().frame_rate,
-                train.meta().teacher,
-                model_config.frame_rate()
-            );
-            (Some(train), dev)
-        }
-        None => {
-            println!("no --teacher-features: training without semantic distillation");
-            (None, None)
-        }
-    };
-    let open_codes = |split: &str| -> anyhow::Result<Option<TokenStore>> {
-        run.decoder_codes
-            .as_ref()
-            .map(|dir| {
-                TokenStore::open(dir, split)
-                    .with_context(|| format!("opening the decoder's codes {}", dir.display()))
-            })
-            .transpose()
-    };
-    let train_codes = open_codes("train")?;
-    let dev_codes = if dev.is_empty() {
-        None
-    } else {
-        open_codes("dev")?
-    };
-    if let Some(dir) = &run.decoder_codes {
-        println!("the decoder renders the codes of {}", dir.display());
-    }
     let device = voxspec_train::device::single()?;
-    let load = |utts, store: Option<&FeatureStoreReader>, codes: Option<&TokenStore>, what| {
-        load_codec_split(
-            utts,
-            &model_config,
-            store,
-            codes,
-            &Bar::new(),
-            what,
-            &device,
-        )
-    };
-    let train_utts = load(
-        &train,
-        train_store.as_ref(),
-        train_codes.as_ref(),
-        "train audio",
-    )?;
-    let dev_utts = if dev.is_empty() {
-        Vec::new()
-    } else {
-        load(&dev, dev_store.as_ref(), dev_codes.as_ref(), "dev audio")?
-    };
-    println!(
-        "train: {} utterances, dev: {} utterances; segments of {} samples, batch {}",
-        train_utts.len(),
-        dev_utts.len(),
-        run.task.segment_samples,
-        run.task.batch_size
-    );
-    let seg = run.task.segment_samples;
-    let batch = run.task.batch_size;
-    let seed = run.task.data_seed;
-    let train_data = CodecData::new(train_utts, seg, batch, hop, seed)?;
-    let valid_data = if dev_utts.is_empty() {
-        None
-    } else {
-        Some(CodecData::new(dev_utts, seg, batch, hop, seed)?)
-    };
-    let mut task = CodecTrainTask::new(run.task, train_data, valid_data, &device)?;
+    let task = run.task((&train, &dev), (&Bar::new(), &Bar::new()), &device)?;
     if let Some(dir) = &run.init {
         println!("starting from the codec {}", dir.display());
-        task = task.with_init(dir.join(voxspec_train::weights::WEIGHTS_FILE));
     }
     let mut config = args.train.config(5.0);
     config.freeze = task.freeze_patterns();
     if !config.freeze.is_empty() {
         println!("training the decoder only: the encoder and the codebooks stay frozen");
     }
-    let trainer = Trainer::new(config, task, &args.out, &device)
-        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
-    let mut observer = CodecBar(StepBar::new(args.train.steps));
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.0.bar.finish_and_clear();
-    let summary = finished.to_string();
+    let trainer = Trainer::new(config, task, &args.out, &device);
+    let finished = train_loop::run(trainer, args.train.steps, DevLines::Terms)?;
     let model = finished.outcome.model.generator.valid();
     voxspec_codec::save_codec(&args.out, &model_config, &model)?;
-    println!("{summary}");
     println!(
         "codec: {} ({} × {} codes at {} Hz)",
         args.out.display(),

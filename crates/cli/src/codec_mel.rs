@@ -15,7 +15,7 @@ use voxspec_train::Trainer;
 
 use crate::common::load_vocoder;
 use crate::progress::Bar;
-use crate::train_loop::{LoopArgs, StepBar};
+use crate::train_loop::{self, DevLines, LoopArgs};
 
 /// Train a codes → log-mel decoder for the RVQ codec: its codes rendered as the vocoder's
 /// log-mel, which the vocoder (or Griffin-Lim) turns into samples.
@@ -180,15 +180,9 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
         run.batch_size
     );
     let device = voxspec_train::device::single()?;
-    let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device)
-        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
-    let mut observer = StepBar::new(args.train.steps);
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.bar.finish_and_clear();
-    let summary = finished.to_string();
-    let model = finished.outcome.model.valid();
-    save_mel_decoder(&args.out, &config, &model)?;
-    println!("{summary}");
+    let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device);
+    let finished = train_loop::run(trainer, args.train.steps, DevLines::Loss)?;
+    save_mel_decoder(&args.out, &config, &finished.outcome.model.valid())?;
     println!("mel decoder: {}", args.out.display());
     Ok(())
 }

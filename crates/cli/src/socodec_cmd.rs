@@ -27,16 +27,16 @@ use voxspec_train::Trainer;
 use crate::codec_args::{DecodeArgs, EncodeArgs, EvalArgs, ExtractArgs, TrainArgs};
 use crate::common::{load_ctc_teacher, read_audio};
 use crate::progress::Bar;
-use crate::train_loop::{CodecBar, StepBar};
+use crate::train_loop::{self, DevLines};
 
 pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.train.batch > 0, "--batch must be at least 1");
     anyhow::ensure!(args.segment > 0.0, "--segment must be positive");
     let (train, dev) = crate::common::train_and_dev(&args.data)?;
     let model = SoCodecConfig::preset(args.preset)
-    .with_streams(args.streams)
-    .with_frame_ms(args.frame_ms)
-    .with_quantizer(args.quantizer.into());
+        .with_streams(args.streams)
+        .with_frame_ms(args.frame_ms)
+        .with_quantizer(args.quantizer.into());
     let model = match args.sub_codebook {
         Some(k) => model.with_sub_codebook_size(k),
         None => model,
@@ -82,15 +82,9 @@ pub(crate) fn train(args: TrainArgs) -> anyhow::Result<()> {
     );
     let task = prepared.task()?;
     let device = voxspec_train::device::single()?;
-    let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device)
-        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
-    let mut observer = CodecBar(StepBar::new(args.train.steps));
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.0.bar.finish_and_clear();
-    let summary = finished.to_string();
-    let codec = finished.outcome.model.generator.valid();
-    save_socodec(&args.out, &model, &codec)?;
-    println!("{summary}");
+    let trainer = Trainer::new(args.train.config(5.0), task, &args.out, &device);
+    let finished = train_loop::run(trainer, args.train.steps, DevLines::Terms)?;
+    save_socodec(&args.out, &model, &finished.outcome.model.generator.valid())?;
     println!(
         "codec: {} (SoCodec, {} × {} tokens at {} ms)",
         args.out.display(),

@@ -6,18 +6,16 @@ use std::path::PathBuf;
 use anyhow::Context;
 use burn::module::Module;
 use clap::{Args, Subcommand};
-use serde::{Deserialize, Serialize};
-use voxspec_data::{Normalization, TextTokenizer, TokenizerKind, Utterance};
+use voxspec_data::Utterance;
 use voxspec_eval::ctc_dev::{CtcDevScore, utterance_lines};
-use voxspec_teacher::LayerSelection;
-use voxspec_teacher::ctc::{
-    CtcModelConfig, CtcTask, CtcTaskConfig, CtcTeacher, ErrorCounts, SpecAugmentConfig,
-};
 use voxspec_nn::Preset;
+use voxspec_teacher::LayerSelection;
+use voxspec_teacher::ctc::run::{CtcRunFile, CtcRunOptions};
+use voxspec_teacher::ctc::{CtcTask, CtcTeacher, ErrorCounts};
 use voxspec_train::Trainer;
 
 use crate::progress::Bar;
-use crate::train_loop::{LoopArgs, StepBar};
+use crate::train_loop::{self, DevLines, LoopArgs};
 
 #[derive(Debug, Subcommand)]
 pub enum TrainCommand {
@@ -75,13 +73,6 @@ pub struct CtcArgs {
     pub(crate) train: LoopArgs,
 }
 
-/// What `--resume` needs besides the checkpoint: the task settings of the run.
-#[derive(Debug, Serialize, Deserialize)]
-struct RunFile {
-    preset: Preset,
-    task: CtcTaskConfig,
-}
-
 pub fn run(cmd: TrainCommand) -> anyhow::Result<()> {
     match cmd {
         TrainCommand::Ctc(args) => ctc(args),
@@ -96,27 +87,18 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
     let (train, dev) = crate::common::train_and_dev(&args.data)?;
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let tokenizer_file = args.out.join("tokenizer.json");
+    let options = CtcRunOptions {
+        preset: args.preset,
+        batch_size: args.train.batch,
+        max_batch_frames: args.max_frames,
+        seed: args.train.seed,
+        spec_augment: !args.no_spec_augment,
+    };
     let mut trained = None;
     let run = voxspec_train::resume_or_start(&args.out, "ctc", args.train.resume, || {
-        let tokenizer = TextTokenizer::train(
-            train.iter().map(|u| u.text.as_str()),
-            TokenizerKind::Char,
-            &Normalization::default(),
-        )?;
-        tokenizer.save(&tokenizer_file)?;
-        let vocab = tokenizer.vocab_size();
+        let (file, tokenizer) = CtcRunFile::new(&args.out, &train, &options)?;
         trained = Some(tokenizer);
-        let model = CtcModelConfig::preset(args.preset, vocab);
-        let task = CtcTaskConfig::new(model)
-            .with_batch_size(args.train.batch)
-            .with_max_batch_frames(args.max_frames)
-            .with_seed(args.train.seed)
-            .with_spec_augment((!args.no_spec_augment).then(SpecAugmentConfig::new));
-        anyhow::Ok(RunFile {
-            preset: args.preset,
-            task,
-        })
+        anyhow::Ok(file)
     })?;
     if run.resumed && run.settings.preset != args.preset {
         tracing::warn!(
@@ -128,7 +110,7 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
     let run = run.settings;
     let tokenizer = match trained {
         Some(tokenizer) => tokenizer,
-        None => TextTokenizer::load(&tokenizer_file)?,
+        None => CtcRunFile::tokenizer(&args.out)?,
     };
     let model_config = run.task.model.clone();
     let frontend = run.task.frontend.clone();
@@ -168,13 +150,8 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
 
     let config = args.train.config(5.0);
     let devices = voxspec_train::device::training();
-    let trainer = Trainer::new(config, task, &args.out, &devices[0])
-        .with_devices(&devices)
-        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
-    let mut observer = StepBar::new(args.train.steps);
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.bar.finish_and_clear();
-    let summary = finished.to_string();
+    let trainer = Trainer::new(config, task, &args.out, &devices[0]).with_devices(&devices);
+    let finished = train_loop::run(trainer, args.train.steps, DevLines::Loss)?;
     let voxspec_train::Finished { outcome, seconds } = finished;
 
     let model = outcome.model.valid();
@@ -186,7 +163,6 @@ fn ctc(args: CtcArgs) -> anyhow::Result<()> {
         LayerSelection::Index(feature_layer),
     )?;
     teacher.save(&args.out)?;
-    println!("{summary}");
     println!("model: {}", args.out.join("model.safetensors").display());
     if dev.is_empty() {
         println!("no dev split: no CER computed");

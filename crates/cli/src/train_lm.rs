@@ -12,18 +12,18 @@ use anyhow::Context;
 use burn::module::Module;
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use voxspec_data::{BucketConfig, TrainingPairs};
 use voxspec_draft::{DistillConfig, DraftRun, DraftSettings, DraftSpec, check_target};
 use voxspec_mtp::{
-    MtpConfig, MtpFile, MtpRunOptions, MtpSettings, NarSettings, choose_alignment,
-    load_mtp, save_mtp, save_nar,
+    MtpConfig, MtpFile, MtpRunOptions, MtpSettings, NarSettings, choose_alignment, load_mtp,
+    save_mtp, save_nar,
 };
 use voxspec_nn::Preset;
 use voxspec_train::{TrainConfig, TrainTask, Trainer};
 
-use crate::train_loop::{LoopArgs, StepBar};
+use crate::train_loop::{self, DevLines, LoopArgs};
 
 /// Data and loop settings shared by the three models.
 #[derive(Debug, Args)]
@@ -192,7 +192,6 @@ pub(crate) fn train<T: TrainTask>(
     freeze: Vec<String>,
     devices: &[Device],
 ) -> anyhow::Result<(T::Model, bool)> {
-    let stop = voxspec_train::stop_on_ctrl_c()?;
     if devices.len() > 1 {
         println!(
             "data-parallel on {}: {} batches per step",
@@ -201,13 +200,8 @@ pub(crate) fn train<T: TrainTask>(
         );
     }
     let trainer = Trainer::new(train_config(common, freeze), task, &common.out, &devices[0])
-        .with_devices(devices)
-        .with_stop_flag(stop);
-    let mut observer = StepBar::new(common.train.steps);
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.bar.finish_and_clear();
-    println!("{finished}");
-    let outcome = finished.outcome;
+        .with_devices(devices);
+    let outcome = train_loop::run(trainer, common.train.steps, DevLines::Loss)?.outcome;
     Ok((outcome.model.valid(), !outcome.stopped))
 }
 
@@ -283,13 +277,7 @@ pub fn nar(args: NarArgs) -> anyhow::Result<()> {
         "NAR model",
         "aligned (every frame sees its phone)",
     )?;
-    let settings = NarSettings::new(
-        args.preset,
-        args.n_q,
-        &pairs,
-        aligned,
-        bucket(common, true),
-    )?;
+    let settings = NarSettings::new(args.preset, args.n_q, &pairs, aligned, bucket(common, true))?;
     let settings = run_settings(common, "nar", settings)?;
     let task = settings.task(&pairs)?;
     let (model, _) = train(common, task, Vec::new(), &voxspec_train::device::training())?;

@@ -176,3 +176,37 @@ impl TrainObserver for CodecBar {
         self.0.on_checkpoint(step, dir);
     }
 }
+
+/// How the step bar prints a validation: the loss and error rate, or every term (codecs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DevLines {
+    Loss,
+    Terms,
+}
+
+/// Runs `trainer` to its last step or to Ctrl-C (which finishes the step and checkpoints) with
+/// the step bar, and prints the run's summary line.
+pub(crate) fn run<T: voxspec_train::TrainTask>(
+    trainer: voxspec_train::Trainer<T>,
+    steps: usize,
+    lines: DevLines,
+) -> anyhow::Result<voxspec_train::Finished<T::Model>> {
+    let trainer = trainer.with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
+    let bar = StepBar::new(steps);
+    let finished = match lines {
+        DevLines::Loss => {
+            let mut observer = bar;
+            let finished = trainer.run_timed(&mut observer)?;
+            observer.bar.finish_and_clear();
+            finished
+        }
+        DevLines::Terms => {
+            let mut observer = CodecBar(bar);
+            let finished = trainer.run_timed(&mut observer)?;
+            observer.0.bar.finish_and_clear();
+            finished
+        }
+    };
+    println!("{finished}");
+    Ok(finished)
+}

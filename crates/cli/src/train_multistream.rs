@@ -220,7 +220,8 @@ pub fn multistream(args: MultiStreamArgs) -> anyhow::Result<()> {
         settings.code_dropout
     );
     let task = settings.task(train_items, dev_items)?;
-    let (model, _) = crate::train_lm::train(common, task, Vec::new(), &voxspec_train::device::training())?;
+    let (model, _) =
+        crate::train_lm::train(common, task, Vec::new(), &voxspec_train::device::training())?;
     save_run(&common.out, &settings.file(), &model, &pairs)?;
     println!("model: {}", common.out.join("model.safetensors").display());
     Ok(())

@@ -19,7 +19,7 @@ use voxspec_train::Trainer;
 
 use crate::common::{load_vocoder, read_audio};
 use crate::progress::Bar;
-use crate::train_loop::{LoopArgs, StepBar};
+use crate::train_loop::{self, DevLines, LoopArgs};
 
 /// The vocoder subcommands (each one's help comes from its arguments' documentation).
 #[derive(Debug, Subcommand)]
@@ -203,15 +203,13 @@ fn train(args: TrainArgs) -> anyhow::Result<()> {
     );
     let device = voxspec_train::device::single()?;
     let loop_config = args.train.config(5.0);
-    let trainer = Trainer::new(loop_config, task, &args.out, &device)
-        .with_stop_flag(voxspec_train::stop_on_ctrl_c()?);
-    let mut observer = StepBar::new(args.train.steps);
-    let finished = trainer.run_timed(&mut observer)?;
-    observer.bar.finish_and_clear();
-    let summary = finished.to_string();
-    let model = finished.outcome.model.valid().generator;
-    save_vocoder(&args.out, &config, &model)?;
-    println!("{summary}");
+    let trainer = Trainer::new(loop_config, task, &args.out, &device);
+    let finished = train_loop::run(trainer, args.train.steps, DevLines::Loss)?;
+    save_vocoder(
+        &args.out,
+        &config,
+        &finished.outcome.model.valid().generator,
+    )?;
     println!(
         "vocoder: {} ({} mels at {} frames/s, {rate} Hz)",
         args.out.display(),

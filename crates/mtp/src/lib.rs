@@ -40,8 +40,8 @@ pub use model::{MtpConfig, MtpHead, MtpModel};
 pub use nar::{NarConfig, NarInput, NarItem, NarModel, NarTrackConfig};
 pub use nar_train::{NarBatch, NarBatchItem, NarData, NarTask, NarTaskConfig};
 pub use run::{
-    AlignmentChoice, AlignmentMode, MtpRunOptions, MtpSettings, NarSettings,
-    choose_alignment, head_weights,
+    AlignmentChoice, AlignmentMode, MtpRunOptions, MtpSettings, NarSettings, choose_alignment,
+    head_weights,
 };
 pub use track::{AlignConfig, FrameTrack, PhoneTrack, TrackLayout, summed_slots};
 pub use train::{

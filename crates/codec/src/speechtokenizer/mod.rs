@@ -20,6 +20,7 @@ mod files;
 mod layers;
 mod loader;
 pub mod prepare;
+pub mod run;
 mod seanet;
 mod stream;
 pub mod train;

@@ -12,6 +12,7 @@
 //! | `cer` | [`ErrorCounts`], [`cer`], [`corpus_cer`]: Levenshtein over characters |
 //! | `data` | [`CtcCorpus`], [`CtcBatches`]: features, targets, deterministic batch plan, SpecAugment |
 //! | `task` | [`CtcTask`]: the `voxspec_train::TrainTask` |
+//! | `run` | [`run::CtcRunFile`]: a training run's settings and tokenizer |
 //! | `teacher` | [`CtcTeacher`]: load/save, transcribe, [`crate::SemanticTeacher`] |
 //!
 //! The vocabulary is `voxspec-data`'s character tokenizer trained on the training transcripts
@@ -26,6 +27,7 @@ pub mod forced_choice;
 pub mod frontend;
 pub mod loss;
 pub mod model;
+pub mod run;
 pub mod score;
 pub mod task;
 pub mod teacher;
