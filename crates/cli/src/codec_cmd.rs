@@ -6,14 +6,13 @@
 //! under `model`) and `model.safetensors` (tensor names = module paths), loaded strictly: a
 //! config that does not match its weights fails naming every tensor and shape that differs.
 
-use std::collections::HashMap;
-
-use anyhow::{Context, bail};
+use anyhow::Context;
 use burn::module::Module;
-use burn::tensor::{Int, Tensor, TensorData};
 use clap::Subcommand;
 use voxspec_codec::SpeechTokenizer;
-use voxspec_codec::speechtokenizer::prepare::{encode_codes, extract_codes};
+use voxspec_codec::speechtokenizer::prepare::{
+    codes_meta, decode_codes, encode_codes, extract_codes,
+};
 use voxspec_codec::speechtokenizer::run::{CodecRunFile, CodecRunOptions};
 use voxspec_data::{Progress, TokenStore, TokenStoreMeta, TokenStoreWriter};
 use voxspec_train::Trainer;
@@ -131,16 +130,7 @@ fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     let samples = read_audio(&args.input, config.sample_rate)?;
     let codes = encode_codes(&model, &samples, n_q, &device)
         .with_context(|| format!("encoding {}", args.input.display()))?;
-    let meta = HashMap::from([
-        ("sample_rate".to_string(), config.sample_rate.to_string()),
-        ("frame_rate".to_string(), config.frame_rate().to_string()),
-        ("hop".to_string(), config.hop_length().to_string()),
-        (
-            "codebook_size".to_string(),
-            config.codebook_size.to_string(),
-        ),
-        ("samples".to_string(), samples.len().to_string()),
-    ]);
+    let meta = codes_meta(&config, samples.len());
     voxspec_data::write_codes_file(&args.out, &codes, meta)?;
     println!(
         "{}: {} samples at {} Hz → codes [{}, {}] → {}",
@@ -159,26 +149,9 @@ fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     let (config, model) = load_codec(&args.codec, &device)?;
     let file = voxspec_data::read_codes_file(&args.input)?;
     let samples = file.samples();
-    let (n_q, frames, data) = (file.n_q, file.n_frames, file.data);
-    anyhow::ensure!(
-        (1..=model.n_q()).contains(&n_q) && frames > 0,
-        "{}: codes [{n_q}, {frames}] do not fit the codec ({} RVQ layers)",
-        args.input.display(),
-        model.n_q()
-    );
-    let k = config.codebook_size as i64;
-    if let Some(bad) = data.iter().find(|&&c| !(0..k).contains(&c)) {
-        bail!(
-            "{}: code {bad} is outside the codebook [0, {k})",
-            args.input.display()
-        );
-    }
-    let codes: Tensor<3, Int> = Tensor::from_data(TensorData::new(data, [n_q, 1, frames]), &device); // [n_q, batch, frames]
-    let wave = model.decode(codes)?; // [1, 1, frames · hop]
-    let mut out = wave
-        .into_data()
-        .try_into_vec_as::<f32>()
-        .map_err(|e| anyhow::anyhow!("reading the waveform: {e:?}"))?;
+    let (n_q, frames) = (file.n_q, file.n_frames);
+    let mut out = decode_codes(&model, &config, (n_q, frames, file.data), &device)
+        .with_context(|| format!("decoding {}", args.input.display()))?;
     if let Some(n) = samples {
         out.truncate(n);
     }

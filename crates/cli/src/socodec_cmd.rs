@@ -18,8 +18,8 @@ use voxspec_codec::socodec::{
 use voxspec_codec::{SoCodec, SoCodecConfig, load_socodec, save_socodec};
 use voxspec_data::Codes;
 use voxspec_eval::{
-    EvalSplit, SoCodecEvalSettings, StreamsReport, evaluate_socodec, write_report,
-    write_streams_plots,
+    EvalSplit, SoCodecEvalSettings, StreamsReport, evaluate_socodec,
+    resynthesis_table::streams_markdown, write_report, write_streams_plots,
 };
 use voxspec_teacher::SemanticTeacher;
 use voxspec_train::Trainer;
@@ -261,40 +261,7 @@ pub(crate) fn eval(args: &EvalArgs) -> anyhow::Result<()> {
         &Bar::new(),
         &device,
     )?;
-    println!(
-        "\n{} utterances, {:.1} s; SoCodec {} streams at {} ms ({:?})\n",
-        report.utterances, report.audio_seconds, report.streams, report.frame_ms, report.quantizer
-    );
-    println!("| audio | MCD (dB) | CER (%) | ID (%) | WER, ASR (%) | ID, ASR (%) |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    for (i, row) in report.rows.iter().enumerate() {
-        let mcd = if i == 0 {
-            "–".to_string()
-        } else {
-            format!("{:.2}", row.mcd_db)
-        };
-        let (wer, id) = row.asr.as_ref().map_or(("–".into(), "–".into()), |a| {
-            (
-                format!("{:.1}", 100.0 * a.wer),
-                format!(
-                    "{:.1} ± {:.1}",
-                    100.0 * a.forced_choice,
-                    100.0 * a.forced_choice_se
-                ),
-            )
-        });
-        println!(
-            "| {} | {mcd} | {:.1} | {:.1} | {wer} | {id} |",
-            row.name,
-            100.0 * row.cer,
-            100.0 * row.forced_choice
-        );
-    }
-    println!(
-        "\nID: forced choice among all {} transcripts of the split; chance = {:.1} %.",
-        report.forced_choice_candidates,
-        100.0 * report.forced_choice_chance
-    );
+    print!("{}", report.markdown());
     write_report(&args.out, &report)?;
     println!("report: {}", args.out.display());
     Ok(())
@@ -333,21 +300,7 @@ pub(crate) fn plot_streams(args: StreamsPlotArgs) -> anyhow::Result<()> {
         let label = args.labels.get(i).cloned().unwrap_or_else(|| r.label());
         reports.push((label, r));
     }
-    println!("| model | audio | MCD (dB) | CER (%) | ID (%) |");
-    println!("|---|---|---:|---:|---:|");
-    for (label, r) in &reports {
-        for row in &r.rows {
-            println!(
-                "| {label} | {} | {:.2} | {:.1} | {:.1} |",
-                row.name,
-                row.mcd_db,
-                100.0 * row.cer,
-                100.0 * row.forced_choice
-            );
-        }
-    }
-    let n: Vec<usize> = reports.iter().map(|(_, r)| r.utterances).collect();
-    println!("\n(test utterances per report: {n:?})");
+    print!("{}", streams_markdown(&reports));
     for path in write_streams_plots(&args.out, &reports)? {
         println!("plot: {}", path.display());
     }

@@ -1,4 +1,5 @@
-//! The markdown summaries `voxspec vocoder eval` and `voxspec codec eval` print: the size of
+//! The markdown summaries `voxspec vocoder eval` and `voxspec codec eval` (both codec
+//! families) print, and the stream-by-stream comparison of SoCodec reports: the size of
 //! the evaluation, one table row per version of the audio, and what the identification scores
 //! compare against.
 
@@ -8,6 +9,8 @@ use voxspec_codec::VoicedScore;
 use voxspec_tts::AsrScore;
 
 use crate::codec::{AsrRows, CodecEvalReport};
+use crate::socodec::SoCodecEvalReport;
+use crate::socodec_streams::StreamsReport;
 use crate::vocoder::VocoderEvalReport;
 
 /// `WER | ID ± SE` cells of the independent recogniser, or dashes when it did not run.
@@ -145,4 +148,68 @@ impl CodecEvalReport {
         );
         out
     }
+}
+
+impl SoCodecEvalReport {
+    /// The summary: utterances, seconds and the codec's streams, the table of the original, the
+    /// vocoder on its mel and the first b streams (MCD, CER and identification by the CTC
+    /// teacher, the recogniser's WER and identification), and the chance level.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "\n{} utterances, {:.1} s; SoCodec {} streams at {} ms ({:?})\n",
+            self.utterances, self.audio_seconds, self.streams, self.frame_ms, self.quantizer
+        );
+        let _ = writeln!(
+            out,
+            "| audio | MCD (dB) | CER (%) | ID (%) | WER, ASR (%) | ID, ASR (%) |"
+        );
+        let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|");
+        for (i, row) in self.rows.iter().enumerate() {
+            let mcd = if i == 0 {
+                "–".to_string()
+            } else {
+                format!("{:.2}", row.mcd_db)
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {mcd} | {:.1} | {:.1} | {} |",
+                row.name,
+                100.0 * row.cer,
+                100.0 * row.forced_choice,
+                asr_cells(row.asr.as_ref())
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nID: forced choice among all {} transcripts of the split; chance = {:.1} %.",
+            self.forced_choice_candidates,
+            100.0 * self.forced_choice_chance
+        );
+        out
+    }
+}
+
+/// One table of labelled SoCodec reports, a row per report and decoded audio: MCD, CER and
+/// identification, and the test utterances of each report.
+pub fn streams_markdown(reports: &[(String, StreamsReport)]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| model | audio | MCD (dB) | CER (%) | ID (%) |");
+    let _ = writeln!(out, "|---|---|---:|---:|---:|");
+    for (label, r) in reports {
+        for row in &r.rows {
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {:.2} | {:.1} | {:.1} |",
+                row.name,
+                row.mcd_db,
+                100.0 * row.cer,
+                100.0 * row.forced_choice
+            );
+        }
+    }
+    let n: Vec<usize> = reports.iter().map(|(_, r)| r.utterances).collect();
+    let _ = writeln!(out, "\n(test utterances per report: {n:?})");
+    out
 }

@@ -189,6 +189,61 @@ pub fn encode_codes(
     Ok(Codes::new(q, frames, data)?)
 }
 
+/// The metadata of a codes file (`voxspec_data::write_codes_file`) holding `samples` samples
+/// encoded by a codec of `config`.
+pub fn codes_meta(
+    config: &SpeechTokenizerConfig,
+    samples: usize,
+) -> std::collections::HashMap<String, String> {
+    std::collections::HashMap::from([
+        ("sample_rate".to_string(), config.sample_rate.to_string()),
+        ("frame_rate".to_string(), config.frame_rate().to_string()),
+        ("hop".to_string(), config.hop_length().to_string()),
+        (
+            "codebook_size".to_string(),
+            config.codebook_size.to_string(),
+        ),
+        ("samples".to_string(), samples.to_string()),
+    ])
+}
+
+/// The waveform of `codes` (`[n_q, frames]` of a codes file, stream-major), decoded from its
+/// first `n_q` RVQ layers.
+///
+/// # Errors
+/// [`CodecError::InvalidInput`] when the codes do not fit the codec (more layers than it has,
+/// no frame, a code outside the codebook); the codec's errors.
+pub fn decode_codes(
+    model: &SpeechTokenizer,
+    config: &SpeechTokenizerConfig,
+    (n_q, frames, data): (usize, usize, Vec<i64>),
+    device: &Device,
+) -> Result<Vec<f32>, CodecError> {
+    if !(1..=model.n_q()).contains(&n_q) || frames == 0 {
+        return Err(CodecError::InvalidInput {
+            detail: format!(
+                "codes [{n_q}, {frames}] do not fit the codec ({} RVQ layers)",
+                model.n_q()
+            ),
+        });
+    }
+    let k = config.codebook_size as i64;
+    if let Some(bad) = data.iter().find(|&&c| !(0..k).contains(&c)) {
+        return Err(CodecError::InvalidInput {
+            detail: format!("code {bad} is outside the codebook [0, {k})"),
+        });
+    }
+    let codes =
+        Tensor::<3, burn::tensor::Int>::from_data(TensorData::new(data, [n_q, 1, frames]), device); // [n_q, batch, frames]
+    let wave = model.decode(codes)?; // [1, 1, frames · hop]
+    wave.into_data()
+        .try_into_vec_as::<f32>()
+        .map_err(|e| CodecError::TensorRead {
+            what: "waveform",
+            reason: format!("{e:?}"),
+        })
+}
+
 /// The codec's frame rule for utterance `u`: `ceil(samples / hop)` frames, and the manifest
 /// duration must give the same count within one frame (duration rounding).
 ///
