@@ -77,6 +77,36 @@ pub struct AlignReport {
 }
 
 impl AlignReport {
+    /// The lines a command prints: how many utterances were aligned in how long, where the
+    /// TextGrids went (`written_to`), and each comparison with the corpus's own alignments.
+    pub fn summary(&self, written_to: &str) -> String {
+        let mut out = format!(
+            "aligned {} of {} utterances in {:.1} s ({} inner pauses; mean log-probability per \
+             frame {:.3}); TextGrids in {written_to}",
+            self.aligned, self.utterances, self.align_seconds, self.inner_pauses, self.mean_score,
+        );
+        for (what, r) in [
+            ("transcripts' phones", &self.reference_transcript),
+            ("reference phones   ", &self.reference_phones),
+        ] {
+            if let Some(r) = r {
+                out.push_str(&format!(
+                    "\nagainst the corpus's own alignments, {what}: {} utterances ({} with other \
+                     phones skipped), {} boundaries: mean |error| {:.1} ms, within 10 ms {:.1} %, \
+                     20 ms {:.1} %, 50 ms {:.1} %",
+                    r.utterances,
+                    r.mismatched,
+                    r.boundaries,
+                    r.mean_abs_error_ms,
+                    100.0 * r.within_10ms,
+                    100.0 * r.within_20ms,
+                    100.0 * r.within_50ms
+                ));
+            }
+        }
+        out
+    }
+
     /// The report of aligning the `utterances` of `data` (`corpus`: those usable), `aligned`
     /// and `failed`, with the seconds spent training (`None`: a given aligner) and aligning,
     /// and the comparisons of [`compare_with_references`].

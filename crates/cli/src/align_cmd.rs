@@ -187,39 +187,12 @@ pub fn run(args: AlignArgs) -> anyhow::Result<()> {
         &args.out.join("report.json"),
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )?;
-    println!(
-        "aligned {} of {} utterances in {:.1} s ({} inner pauses; mean log-probability per \
-         frame {:.3}); TextGrids in {}",
-        report.aligned,
-        report.utterances,
-        align_seconds,
-        report.inner_pauses,
-        report.mean_score,
-        if args.beside_audio {
-            "the audio folders".to_string()
-        } else {
-            args.out.display().to_string()
-        }
-    );
-    for (what, r) in [
-        ("transcripts' phones", &report.reference_transcript),
-        ("reference phones   ", &report.reference_phones),
-    ] {
-        if let Some(r) = r {
-            println!(
-                "against the corpus's own alignments, {what}: {} utterances ({} with other \
-                 phones skipped), {} boundaries: mean |error| {:.1} ms, within 10 ms {:.1} %, \
-                 20 ms {:.1} %, 50 ms {:.1} %",
-                r.utterances,
-                r.mismatched,
-                r.boundaries,
-                r.mean_abs_error_ms,
-                100.0 * r.within_10ms,
-                100.0 * r.within_20ms,
-                100.0 * r.within_50ms
-            );
-        }
-    }
+    let written_to = if args.beside_audio {
+        "the audio folders".to_string()
+    } else {
+        args.out.display().to_string()
+    };
+    println!("{}", report.summary(&written_to));
     println!("report: {}", args.out.join("report.json").display());
     anyhow::ensure!(
         !aligned.is_empty(),

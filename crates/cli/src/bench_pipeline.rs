@@ -3,7 +3,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use voxspec_data::Progress;
 use voxspec_tts::{
@@ -90,9 +89,9 @@ fn paragraphs(args: &PipelineBenchArgs, transcripts: &[String]) -> anyhow::Resul
 pub fn run(args: PipelineBenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.sentences >= 1, "--sentences must be at least 1");
     let spec = match args.decoder {
-        kind @ (DecoderKind::Ar | DecoderKind::Mtp | DecoderKind::MtpViterbi) => kind
-            .plain_spec(args.heads, args.top_k)
-            .context("a plain decoder")?,
+        kind @ (DecoderKind::Ar | DecoderKind::Mtp | DecoderKind::MtpViterbi) => {
+            kind.spec(args.heads, args.top_k, 1, 0.0)?
+        }
         other => anyhow::bail!(
             "--decoder {other:?}: the pipeline benchmark runs ar, mtp or mtp-viterbi \
              (`bench decode` compares the speculative decoders)"

@@ -7,6 +7,7 @@ use anyhow::Context;
 use burn::tensor::Device;
 use voxspec_codec::{SOCODEC_KIND, SpeechTokenizer, SpeechTokenizerConfig, Vocoder};
 use voxspec_teacher::ctc::{CTC_KIND, CtcTeacher};
+use voxspec_train::weights::model_kind;
 
 /// The CTC teacher shipped with voxspec (trained on the bundled corpus).
 pub const DEFAULT_TEACHER: &str = "checkpoints/ctc-minitts";
@@ -32,15 +33,7 @@ pub(crate) fn load_codec(
 
 /// Whether `dir/config.json` names a SoCodec.
 pub(crate) fn is_socodec(dir: &Path) -> bool {
-    std::fs::read(dir.join("config.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|j| {
-            j.get("kind")
-                .and_then(|k| k.as_str())
-                .map(|k| k == SOCODEC_KIND)
-        })
-        .unwrap_or(false)
+    model_kind(dir).is_some_and(|k| k == SOCODEC_KIND)
 }
 
 /// Loads a vocoder model directory written by `vocoder train`.
@@ -69,18 +62,14 @@ pub(crate) fn train_and_dev(
 }
 
 /// Whether `dir/config.json` names a CTC teacher.
-pub(crate) fn is_ctc_dir(dir: &Path) -> anyhow::Result<bool> {
-    let path = dir.join("config.json");
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let json: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON", path.display()))?;
-    Ok(json.get("kind").and_then(|k| k.as_str()) == Some(CTC_KIND))
+pub(crate) fn is_ctc_dir(dir: &Path) -> bool {
+    model_kind(dir).is_some_and(|k| k == CTC_KIND)
 }
 
 /// Loads a CTC teacher directory (`voxspec train ctc` output), refusing other kinds.
 pub(crate) fn load_ctc_teacher(dir: &Path, device: &Device) -> anyhow::Result<CtcTeacher> {
     anyhow::ensure!(
-        is_ctc_dir(dir)?,
+        is_ctc_dir(dir),
         "{} is not a CTC teacher (config.json has no \"kind\": \"ctc\"); only CTC teachers \
          transcribe",
         dir.display()

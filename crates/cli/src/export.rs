@@ -85,8 +85,7 @@ impl Renderer {
 }
 
 fn renderer_kind(dir: &Path) -> Option<Renderer> {
-    let config = std::fs::read(dir.join("config.json")).ok()?;
-    let kind = serde_json::from_slice::<serde_json::Value>(&config).ok()?["kind"].clone();
+    let kind = voxspec_train::weights::model_kind(dir)?;
     if kind == voxspec_codec::mel_decoder::MEL_DECODER_KIND {
         Some(Renderer::MelDecoder)
     } else if kind == voxspec_codec::vocoder::VOCODER_KIND {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, run_load, serve};
+use voxspec_serve::{Defaults, LoadConfig, ServerConfig, build_app, load_test, serve};
 use voxspec_tts::{AnyPipeline, DecoderParts, ModelKind, ModelSource, MultiStreamPaths, Pipeline};
 
 use crate::synth_args::{ModelArgs, SamplingArgs, SplitArgs, StreamArgs};
@@ -296,27 +296,23 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
             ..ServerConfig::default()
         };
         let app = build_app(pipeline, parts, &config)?;
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .context("binding a loopback port")?;
-        let addr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = runtime.spawn(serve(listener, app, async {
-            let _ = stopped.await;
-        }));
-        for &clients in &args.clients {
-            let load = LoadConfig {
+        let loads: Vec<LoadConfig> = args
+            .clients
+            .iter()
+            .map(|&clients| LoadConfig {
                 clients,
                 requests: args.requests,
                 sentences: sentences.clone(),
                 decoder: args.decoder.clone(),
                 timeout: std::time::Duration::from_secs(600),
                 stream: args.stream,
-            };
-            let report = run_load(addr, &load)?;
+            })
+            .collect();
+        load_test(&runtime, app, &loads, &mut |load, report| {
             eprintln!(
-                "max batch {max_batch:>2}, {clients:>2} clients: {:.2} audio s/s, TTFB p50 {:.2} s \
+                "max batch {max_batch:>2}, {:>2} clients: {:.2} audio s/s, TTFB p50 {:.2} s \
                  p95 {:.2} s, latency p95 {:.2} s, mean batch {:.1}",
+                load.clients,
                 report.throughput,
                 report.ttfb_p50,
                 report.ttfb_p95,
@@ -324,12 +320,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
                 report.mean_batch
             );
             runs.push(serde_json::json!({ "max_batch": max_batch, "report": report }));
-        }
-        let _ = stop.send(());
-        runtime
-            .block_on(server)
-            .context("the server task")?
-            .context("the server")?;
+        })?;
     }
     let report = serde_json::json!({
         "benchmark": "serve",

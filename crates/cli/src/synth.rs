@@ -10,10 +10,10 @@ use voxspec_data::sentences::split_sentences;
 use voxspec_infer::{Decoder, SamplerConfig, StopReason};
 use voxspec_tts::{
     ArEngine, DecoderParts, DecoderSpec, GroupsAt, Lengths, LongForm, ModelKind, PartSources,
-    Pipeline, PreparedDecoder, RuleSpec, SpeechItem, VoicePrompt,
+    Pipeline, PreparedDecoder, SpeechItem, VoicePrompt,
 };
 
-use crate::synth_args::{DecoderKind, SynthesizeArgs, sentences};
+use crate::synth_args::{SynthesizeArgs, sentences};
 
 /// One line of the manifest `synthesize --text-file` writes.
 #[derive(Debug, Serialize)]
@@ -48,30 +48,9 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
     );
     let device = voxspec_train::device::single()?;
     let sampler = args.sampling.config(0.0)?;
-    let speculative = |rule| {
-        anyhow::ensure!(args.gamma >= 1, "--gamma must be at least 1");
-        Ok(DecoderSpec::Speculative {
-            rule,
-            gamma: args.gamma,
-        })
-    };
-    let spec = match args.decoder {
-        kind @ (DecoderKind::Ar
-        | DecoderKind::Mtp
-        | DecoderKind::MtpViterbi
-        | DecoderKind::SelfSpec) => kind
-            .plain_spec(args.heads, args.top_k)
-            .context("a plain decoder")?,
-        DecoderKind::Sd => speculative(RuleSpec::Sd)?,
-        DecoderKind::Ssd => {
-            if !(args.beta.is_finite() && args.beta >= 0.0) {
-                bail!("--beta {} must be finite and at least 0", args.beta);
-            }
-            speculative(RuleSpec::Ssd { beta: args.beta })?
-        }
-        // θ is fixed below, once the model's groups are built.
-        DecoderKind::Pcg => speculative(RuleSpec::Pcg { theta: 0.0 })?,
-    };
+    let spec = args
+        .decoder
+        .spec(args.heads, args.top_k, args.gamma, args.beta)?;
     if args.draft.is_some() && !matches!(spec, DecoderSpec::Speculative { .. }) {
         bail!("--draft is used by --decoder sd, ssd or pcg only");
     }

@@ -230,19 +230,41 @@ pub enum DecoderKind {
 }
 
 impl DecoderKind {
-    /// The spec of a decoder that needs no draft or rule settings (AR, MTP, MTP + Viterbi,
-    /// self-speculation with `heads − 1` drafted tokens); `None` for the speculative ones.
-    pub fn plain_spec(self, heads: usize, top_k: usize) -> Option<DecoderSpec> {
-        Some(match self {
-            DecoderKind::Ar => DecoderSpec::Ar,
-            DecoderKind::Mtp => DecoderSpec::Mtp { heads },
-            DecoderKind::MtpViterbi => DecoderSpec::MtpViterbi { heads, top_k },
-            DecoderKind::SelfSpec => DecoderSpec::SelfSpec {
+    /// The decoder's spec: AR, MTP with `heads` heads (+ Viterbi over `top_k` candidates),
+    /// self-speculation drafting `heads − 1` tokens, or a draft model's `gamma` tokens verified
+    /// by the exact rule, SSD's tolerance `beta` or PCG groups (θ set once the groups are built).
+    ///
+    /// # Errors
+    /// A `gamma` of 0 or a negative or non-finite `beta` for the speculative decoders.
+    pub fn spec(
+        self,
+        heads: usize,
+        top_k: usize,
+        gamma: usize,
+        beta: f32,
+    ) -> anyhow::Result<DecoderSpec> {
+        let speculative = |rule| {
+            anyhow::ensure!(gamma >= 1, "--gamma must be at least 1");
+            Ok(DecoderSpec::Speculative { rule, gamma })
+        };
+        match self {
+            DecoderKind::Ar => Ok(DecoderSpec::Ar),
+            DecoderKind::Mtp => Ok(DecoderSpec::Mtp { heads }),
+            DecoderKind::MtpViterbi => Ok(DecoderSpec::MtpViterbi { heads, top_k }),
+            DecoderKind::SelfSpec => Ok(DecoderSpec::SelfSpec {
                 rule: RuleSpec::Sd,
                 gamma: heads.saturating_sub(1),
-            },
-            DecoderKind::Sd | DecoderKind::Ssd | DecoderKind::Pcg => return None,
-        })
+            }),
+            DecoderKind::Sd => speculative(RuleSpec::Sd),
+            DecoderKind::Ssd => {
+                anyhow::ensure!(
+                    beta.is_finite() && beta >= 0.0,
+                    "--beta {beta} must be finite and at least 0"
+                );
+                speculative(RuleSpec::Ssd { beta })
+            }
+            DecoderKind::Pcg => speculative(RuleSpec::Pcg { theta: 0.0 }),
+        }
     }
 }
 

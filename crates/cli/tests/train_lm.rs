@@ -436,7 +436,7 @@ fn device_lists_train_data_parallel_and_gpus_need_their_features() {
     ]);
     assert!(!o.status.success());
     assert!(
-        text(&o).contains("--device lists 2 devices"),
+        text(&o).contains("2 devices are selected (cpu,cpu)"),
         "{}",
         text(&o)
     );

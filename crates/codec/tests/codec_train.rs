@@ -315,3 +315,70 @@ fn adversarial_training_runs_two_phases() {
     }
     assert!(out.model.discriminator.is_some());
 }
+
+/// A new run's settings refuse a batch of 0 and segments outside (0, 60] s, round the segment
+/// down to whole frames, and a `run.json` written before `init` and `decoder_codes` existed
+/// still reads (a resumed run of then resumes now).
+#[test]
+fn codec_run_settings_check_their_input_and_read_older_run_files() {
+    use voxspec_codec::CodecError;
+    use voxspec_codec::speechtokenizer::run::{CodecRunFile, CodecRunOptions};
+    use voxspec_nn::Preset;
+    let options = CodecRunOptions {
+        preset: Preset::Tiny,
+        init: None,
+        teacher_features: None,
+        decoder_codes: None,
+        segment_seconds: 0.51,
+        batch_size: 2,
+        seed: 7,
+        adversarial: false,
+        decoder_only: true,
+    };
+    let file = CodecRunFile::new(&options).expect("valid settings");
+    let hop = file.task.model.hop_length();
+    assert_eq!(hop, 320);
+    // 0.51 s at 16 kHz = 8,160 samples = 25.5 frames of 320: 25 whole frames.
+    assert_eq!(file.task.segment_samples, 25 * hop);
+    assert_eq!(file.task.batch_size, 2);
+    assert_eq!(file.task.data_seed, 7);
+    assert!(file.task.decoder_only);
+    assert_eq!(file.task.model.n_q, 4, "the tiny preset's RVQ layers");
+    for (field, bad) in [
+        (
+            "batch_size",
+            CodecRunOptions {
+                batch_size: 0,
+                ..options.clone()
+            },
+        ),
+        (
+            "segment",
+            CodecRunOptions {
+                segment_seconds: 0.0,
+                ..options.clone()
+            },
+        ),
+        (
+            "segment",
+            CodecRunOptions {
+                segment_seconds: 61.0,
+                ..options.clone()
+            },
+        ),
+    ] {
+        match CodecRunFile::new(&bad) {
+            Err(CodecError::InvalidConfig { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: expected InvalidConfig, got {other:?}"),
+        }
+    }
+    let mut json = serde_json::to_value(&file).expect("serialises");
+    assert_eq!(json["preset"], "tiny");
+    let object = json.as_object_mut().expect("an object");
+    object.remove("init");
+    object.remove("decoder_codes");
+    let read: CodecRunFile = serde_json::from_value(json).expect("an older run.json reads");
+    assert_eq!(read.preset, Preset::Tiny);
+    assert!(read.init.is_none() && read.decoder_codes.is_none());
+    assert_eq!(read.task.segment_samples, file.task.segment_samples);
+}

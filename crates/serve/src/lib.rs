@@ -46,7 +46,7 @@ mod worker;
 
 pub use api::{ResponseFormat, SpeechRequest};
 pub use error::{ApiError, ServeError};
-pub use load::{LoadConfig, LoadReport, run_load};
+pub use load::{LoadConfig, LoadReport, load_test, run_load};
 pub use metrics::Metrics;
 pub use routes::{AppState, router};
 pub use server::{ServerConfig, build_app, serve};

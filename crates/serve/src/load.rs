@@ -217,3 +217,51 @@ fn dechunked_len(body: &[u8]) -> usize {
     }
     total
 }
+
+/// Serves `app` on a loopback port of `runtime`, runs each of `loads` against it in turn
+/// (`on_report` sees each report as it comes), then stops the server.
+///
+/// # Errors
+/// [`ServeError::Io`] when no loopback port can be bound or the server fails; the errors of
+/// [`run_load`].
+pub fn load_test(
+    runtime: &tokio::runtime::Runtime,
+    app: axum::Router,
+    loads: &[LoadConfig],
+    on_report: &mut dyn FnMut(&LoadConfig, &LoadReport),
+) -> Result<Vec<LoadReport>, ServeError> {
+    let io = |source| ServeError::Io {
+        addr: "127.0.0.1:0".into(),
+        source,
+    };
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(crate::server::serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    let mut reports = Vec::with_capacity(loads.len());
+    let mut failed = None;
+    for load in loads {
+        match run_load(addr, load) {
+            Ok(report) => {
+                on_report(load, &report);
+                reports.push(report);
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let _ = stop.send(());
+    let served = runtime
+        .block_on(server)
+        .map_err(|e| io(std::io::Error::other(e)))?;
+    match failed {
+        Some(e) => Err(e),
+        None => served.map(|()| reports),
+    }
+}

@@ -200,6 +200,14 @@ pub fn write_model_config<C: Serialize>(dir: &Path, kind: &str, config: &C) -> R
     Ok(path)
 }
 
+/// The `kind` a model directory's `config.json` names (`None` when the file is missing, not
+/// JSON or has no kind): what loaders and commands dispatch on before reading the rest.
+pub fn model_kind(dir: &Path) -> Option<String> {
+    let bytes = std::fs::read(dir.join(CONFIG_FILE)).ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    value.get("kind")?.as_str().map(str::to_string)
+}
+
 /// Reads `<dir>/config.json`, checks its `kind` is one of `expected`, and parses the rest as
 /// `C`. Returns the kind found and the config.
 ///

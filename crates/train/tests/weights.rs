@@ -45,3 +45,19 @@ fn equal_weights_give_equal_files() {
     };
     assert_eq!(out(&a), out(&b));
 }
+
+/// `model_kind` reads the kind `write_model_config` wrote, and gives none for a directory
+/// without a config, a config that is not JSON, or one without a kind.
+#[test]
+fn model_kind_reads_what_write_model_config_wrote() {
+    use voxspec_train::weights::{model_kind, write_model_config};
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("model");
+    assert_eq!(model_kind(&model), None, "no directory");
+    write_model_config(&model, "vocoder", &serde_json::json!({ "dim": 4 })).unwrap();
+    assert_eq!(model_kind(&model).as_deref(), Some("vocoder"));
+    std::fs::write(model.join("config.json"), "{ not json").unwrap();
+    assert_eq!(model_kind(&model), None, "not JSON");
+    std::fs::write(model.join("config.json"), r#"{"dim": 4}"#).unwrap();
+    assert_eq!(model_kind(&model), None, "no kind");
+}

@@ -44,10 +44,7 @@ pub type FrameDecodeFn<'a> = dyn FnMut(&[u32], Option<&[u32]>, usize) -> Result<
 /// `multistream` or `multistream-draft`. False when there is no readable `config.json` (the
 /// single-stream loader then says what is wrong with the directory).
 pub fn is_multistream_dir(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("config.json"))
-        .ok()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(String::from))
+    voxspec_train::weights::model_kind(dir)
         .is_some_and(|k| k == MULTISTREAM_KIND || k == MULTISTREAM_DRAFT_KIND)
 }
 
