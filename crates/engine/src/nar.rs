@@ -220,6 +220,24 @@ impl NativeNar {
         first_layer: &[u32],
         track: Option<&[u32]>,
     ) -> Result<Vec<Vec<u32>>> {
+        self.generate_layers(text, prompt_codes, first_layer, track, self.n_q)
+    }
+
+    /// [`generate`](Self::generate) up to layer `layers` (at most the model's `n_q`): the
+    /// first `layers` layers, the same as `generate`'s, for `layers − 1` passes instead of
+    /// `n_q − 1` — what a renderer reading fewer layers needs.
+    ///
+    /// # Errors
+    /// As [`generate`](Self::generate).
+    pub fn generate_layers(
+        &self,
+        text: &[u32],
+        prompt_codes: &[Vec<u32>],
+        first_layer: &[u32],
+        track: Option<&[u32]>,
+        layers: usize,
+    ) -> Result<Vec<Vec<u32>>> {
+        let layers = layers.clamp(1, self.n_q);
         if prompt_codes.len() != self.n_q {
             return Err(EngineError::Model {
                 detail: format!(
@@ -245,7 +263,7 @@ impl NativeNar {
         let track = self.frame_track(track, prompt, frames)?;
         let mut logits = vec![0.0; frames * self.codebook_size];
         let from = (text.len() + 1 + prompt) * self.d;
-        for stage in 1..self.n_q {
+        for stage in 1..layers {
             self.pass(&mut cache, text, &joined, prompt, stage, track.as_deref())?;
             self.heads[stage - 1].forward(&cache.scratch.h[from..], frames, &mut logits);
             for (f, row) in logits.chunks_exact(self.codebook_size).enumerate() {
@@ -254,6 +272,7 @@ impl NativeNar {
         }
         Ok(joined
             .into_iter()
+            .take(layers)
             .map(|mut l| l.split_off(prompt))
             .collect())
     }

@@ -115,14 +115,26 @@ fn stage_logits_and_codes_match_burn() {
             }
             let prompt_codes: Vec<Vec<u32>> = codes.iter().map(|l| l[..prompt].to_vec()).collect();
             let first = &codes[0][prompt..];
+            let all = native
+                .generate(&text, &prompt_codes, first, track.as_deref())
+                .unwrap();
             assert_eq!(
-                native
-                    .generate(&text, &prompt_codes, first, track.as_deref())
-                    .unwrap(),
+                all,
                 burn.generate(&text, &prompt_codes, first, track.as_deref())
                     .unwrap(),
                 "{name}, prompt {prompt}"
             );
+            // Stopping after fewer stages gives the same first layers.
+            for layers in 1..=4 {
+                let some = native
+                    .generate_layers(&text, &prompt_codes, first, track.as_deref(), layers)
+                    .unwrap();
+                assert_eq!(
+                    some,
+                    all[..layers],
+                    "{name}, prompt {prompt}, {layers} layers"
+                );
+            }
         }
     }
 }

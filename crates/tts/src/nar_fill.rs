@@ -63,7 +63,13 @@ impl Pipeline {
             let n = layers[0].len();
             let (nar_text, prompt_codes) = self.nar_inputs(&item.text, None, n)?;
             let track = self.nar_track(&item.text, item.durations.as_deref(), n);
-            let filled = self.nar_codes(&nar_text, &prompt_codes, &layers[0], track.as_deref())?;
+            let filled = self.nar_layers(
+                &nar_text,
+                &prompt_codes,
+                &layers[0],
+                track.as_deref(),
+                self.nar.n_q(),
+            )?;
             for (q, (mine, theirs)) in filled.iter().zip(&layers).enumerate() {
                 equal[q] += mine.iter().zip(theirs).filter(|(a, b)| a == b).count();
             }

@@ -652,8 +652,16 @@ impl Pipeline {
         Ok((nar_text, prompt_codes))
     }
 
-    /// The NAR's codes `[n_q][frames]` for RVQ-1 codes `first` (layer 0 is `first`) and, for
-    /// an aligned NAR, the frames' track ids ([`Pipeline::nar_track`]).
+    /// The RVQ layers synthesis renders: those the mel decoder reads, or every layer of the
+    /// NAR for the codec's decoder.
+    pub fn synthesis_layers(&self) -> usize {
+        let all = self.nar.n_q();
+        self.mel.as_ref().map_or(all, |mel| mel.n_q().min(all))
+    }
+
+    /// The codes `[layers][frames]` synthesis renders ([`Pipeline::synthesis_layers`]) for
+    /// RVQ-1 codes `first` (layer 0 is `first`) and, for an aligned NAR, the frames' track ids
+    /// ([`Pipeline::nar_track`]): the NAR runs only the stages whose layers are rendered.
     ///
     /// # Errors
     /// The NAR's, naming its stage.
@@ -664,14 +672,38 @@ impl Pipeline {
         first: &[u32],
         track: Option<&[u32]>,
     ) -> Result<Vec<Vec<u32>>> {
+        let layers = self.synthesis_layers();
+        self.nar_layers(nar_text, prompt_codes, first, track, layers)
+    }
+
+    /// The NAR's first `layers` code layers `[layers][frames]` (layer 0 is `first`; a layer
+    /// beyond the first runs one NAR stage each).
+    ///
+    /// # Errors
+    /// The NAR's, naming its stage.
+    pub(crate) fn nar_layers(
+        &self,
+        nar_text: &[u32],
+        prompt_codes: &[Vec<u32>],
+        first: &[u32],
+        track: Option<&[u32]>,
+        layers: usize,
+    ) -> Result<Vec<Vec<u32>>> {
+        if layers <= 1 {
+            return Ok(vec![first.to_vec()]);
+        }
         match &self.nar_engine {
             Some(engine) => engine
-                .generate(nar_text, prompt_codes, first, track)
+                .generate_layers(nar_text, prompt_codes, first, track, layers)
                 .map_err(TtsError::stage("the NAR stage")),
-            None => self
-                .nar
-                .generate(nar_text, prompt_codes, first, track)
-                .map_err(TtsError::stage("the NAR stage")),
+            None => {
+                let mut codes = self
+                    .nar
+                    .generate(nar_text, prompt_codes, first, track)
+                    .map_err(TtsError::stage("the NAR stage"))?;
+                codes.truncate(layers);
+                Ok(codes)
+            }
         }
     }
 

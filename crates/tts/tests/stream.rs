@@ -284,3 +284,58 @@ fn a_mel_decoder_with_a_vocoder_streams_chunks_that_join_into_the_one_shot_audio
     }
     assert_eq!(total, frames * hop);
 }
+
+/// A mel decoder that reads fewer RVQ layers than the NAR predicts makes the NAR stop at them:
+/// the audio equals the render of the NAR's every layer (which the decoder ignores past its
+/// own), for decoders of RVQ-1 alone (no NAR stage runs) and of two layers (one stage).
+#[test]
+fn the_nar_fills_only_the_layers_the_mel_decoder_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
+    let device = Device::flex();
+    device.seed(5);
+    let mut paths = write_untrained_experiment(dir.path(), &codec, &device).unwrap();
+    let codec_config = Pipeline::load(&paths, &device).unwrap().codec_config;
+    let vocoder = voxspec_codec::VocosConfig::hop160()
+        .with_dim(32)
+        .with_intermediate_dim(64)
+        .with_n_layers(2);
+    let vocoder_dir = dir.path().join("vocoder");
+    voxspec_codec::vocoder::save_vocoder(&vocoder_dir, &vocoder, &vocoder.init(&device).unwrap())
+        .unwrap();
+    paths.vocoder = Some(vocoder_dir);
+    let text_of = |p: &Pipeline| p.text_ids("Hi.").unwrap();
+    let first: Vec<u32> = (0..20u32).map(|i| (i * 5 + i * i) % 16).collect();
+    for layers in [1, 2] {
+        let mel = voxspec_codec::MelDecoderConfig::for_vocoder(
+            layers,
+            codec_config.codebook_size,
+            codec_config.hop_length(),
+            &vocoder,
+        )
+        .with_dim(32)
+        .with_intermediate_dim(64)
+        .with_n_code_blocks(2)
+        .with_n_mel_blocks(1);
+        let mel_dir = dir.path().join(format!("mel_decoder-{layers}"));
+        voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &mel.init(&device).unwrap())
+            .unwrap();
+        paths.mel_decoder = Some(mel_dir);
+        let pipeline = Pipeline::load(&paths, &device).unwrap();
+        assert_eq!(pipeline.synthesis_layers(), layers);
+        assert!(pipeline.nar.n_q() > layers);
+        let text = text_of(&pipeline);
+        let audio = pipeline.vocode(&text, None, &first, None).unwrap();
+        let all = pipeline
+            .nar
+            .generate(&text, &vec![Vec::new(); pipeline.nar.n_q()], &first, None)
+            .unwrap();
+        assert_eq!(all.len(), pipeline.nar.n_q());
+        let rendered = pipeline.decode_codes(&all).unwrap();
+        assert_eq!(audio.len(), rendered.len());
+        let scale = rendered.iter().fold(0f32, |m, v| m.max(v.abs()));
+        assert!(scale > 0.0);
+        let d = max_diff(&audio, &rendered) / scale;
+        assert!(d <= 1e-4, "{layers} layers: relative max difference {d}");
+    }
+}

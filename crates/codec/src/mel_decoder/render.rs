@@ -98,6 +98,11 @@ impl MelSpeech {
         self.config.mel.sample_rate
     }
 
+    /// RVQ layers the decoder reads (the first `n_q`; later layers are ignored).
+    pub fn n_q(&self) -> usize {
+        self.model.n_q()
+    }
+
     /// The renderer.
     pub fn renderer(&self) -> &MelRenderer {
         &self.renderer
