@@ -8,10 +8,13 @@
 #                    codebooks stay as they are, so every language model on its codes stays
 #                    valid) → <exp>/codec-tuned; use it with `synthesize --codec`, or copy it
 #                    over the experiment's codec
-#   stage 2  mel     a codes → log-mel decoder (`voxspec codec train-mel`): first on the
-#                    recordings' own codes (<exp>/tokens, --mel-steps), then fitted to <exp>/fill
-#                    (--mel-fill-steps) → <exp>/mel_decoder, which synthesize, serve and the bench
-#                    of <exp> then render with instead of the codec's decoder
+#   stage 2  mel     a codes → log-mel decoder (`voxspec codec train-mel`) of the first
+#                    --mel-layers RVQ layers (default: every layer; 1: RVQ-1 alone, which the AR model
+#                    writes, so synthesis runs no NAR stage) on the recordings' own codes
+#                    (<exp>/tokens, --mel-steps); with more layers then fitted to <exp>/fill
+#                    (--mel-fill-steps)
+#                    → <exp>/mel_decoder, which synthesize, serve and the bench of <exp> then
+#                    render with instead of the codec's decoder
 #   stage 3  vocoder a vocoder of that log-mel trained on the recordings (`voxspec vocoder
 #                    train`, from checkpoints/vocoder-minitts, --vocoder-steps, then
 #                    --vocoder-phase-steps with APNet's phase losses) → <exp>/vocoder,
@@ -30,6 +33,7 @@ stage=0
 stop_stage=100
 exp=exp/kathleen
 steps=1500
+mel_layers=""
 mel_steps=1200
 mel_fill_steps=1000
 vocoder_steps=1500
@@ -45,8 +49,11 @@ Usage: $0 [options]
   --exp DIR          the main job's experiment (default exp/kathleen): data/, tokens/, nar/,
                      codec (a link to the codec its codes came from)
   --steps N          decoder training steps (default 1500: about 35 minutes on 2 cores)
+  --mel-layers N     RVQ layers the mel decoder reads (default: all; the NAR runs only the stages
+                     for them at synthesis: 1 makes the pipeline about twice as fast and costs
+                     about 3 points of WER, see docs/codecs.md)
   --mel-steps N      mel decoder steps on the recordings' codes (default 1200: 25 minutes)
-  --mel-fill-steps N mel decoder steps on the filled codes (default 1000: 20 minutes)
+  --mel-fill-steps N with --mel-layers above 1, steps on the filled codes (default 1000)
   --vocoder-steps N  vocoder steps on the recordings (default 1500: 18 minutes)
   --vocoder-phase-steps N
                      then steps with the phase losses, lr 3e-4 (default 1500: 40 minutes; 0: none)
@@ -61,6 +68,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --exp) exp="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
+    --mel-layers) mel_layers="$2"; shift 2 ;;
     --mel-steps) mel_steps="$2"; shift 2 ;;
     --mel-fill-steps) mel_fill_steps="$2"; shift 2 ;;
     --vocoder-steps) vocoder_steps="$2"; shift 2 ;;
@@ -105,19 +113,26 @@ if run_stage 1 tune; then
 fi
 
 if run_stage 2 mel; then
-  log "Stage 2 (mel): a mel decoder, $mel_steps steps on $exp/tokens, $mel_fill_steps on $exp/fill"
+  log "Stage 2 (mel): a mel decoder of ${mel_layers:-every} RVQ layer(s), $mel_steps steps on $exp/tokens"
+  layers=(); [ -n "$mel_layers" ] && layers=(--layers "$mel_layers")
+  fit_fill=true; [ "${mel_layers:-2}" -gt 1 ] || fit_fill=false
   # A finished run has its model; an interrupted one resumes with its saved settings.
   if [ ! -f "$exp/mel-codes/model.safetensors" ]; then
     vx codec train-mel --data "$exp/data" --codes "$exp/tokens" --out "$exp/mel-codes" \
-      --steps "$mel_steps" --valid-every 200 --checkpoint-every 200 $(resume_flag "$exp/mel-codes")
+      "${layers[@]}" --steps "$mel_steps" --valid-every 200 --checkpoint-every 200 \
+      $(resume_flag "$exp/mel-codes")
   fi
-  if [ ! -f "$exp/mel-fill/model.safetensors" ]; then
+  mel_run="$exp/mel-codes"
+  # Layers past RVQ-1 come from the NAR at synthesis: the decoder is fitted to the NAR's codes.
+  if $fit_fill && [ ! -f "$exp/mel-fill/model.safetensors" ]; then
+    log "  then $mel_fill_steps steps on $exp/fill"
     vx codec train-mel --data "$exp/data" --codes "$exp/fill" --init "$exp/mel-codes" \
       --out "$exp/mel-fill" --steps "$mel_fill_steps" --lr 0.0005 --valid-every 250 \
       --checkpoint-every 250 $(resume_flag "$exp/mel-fill")
   fi
+  if $fit_fill; then mel_run="$exp/mel-fill"; fi
   rm -rf "$exp/mel_decoder"
-  vx export --checkpoint "$exp/mel-fill" --to "$exp/mel_decoder" --dtype bf16
+  vx export --checkpoint "$mel_run" --to "$exp/mel_decoder" --dtype bf16
   finish_stage mel
   log "Mel decoder: $exp/mel_decoder (synthesize --exp $exp renders with it; --codec-decoder not)"
 fi
