@@ -88,6 +88,25 @@ class InputError(Exception):
     """Bad input: reported as one message, exit status 2."""
 
 
+
+def wer_standard_error(refs, hyps):
+    """Standard error of the corpus WER (errors summed over clips / words summed over clips), with
+    the clips as the sampled units: a sentence's words are not independent of each other, so the
+    spread comes from how the clips' errors scatter around WER x their length."""
+    import jiwer
+
+    errors, words = [], []
+    for ref, hyp in zip(refs, hyps):
+        w = jiwer.process_words(ref, hyp)
+        errors.append(w.substitutions + w.deletions + w.insertions)
+        words.append(w.substitutions + w.deletions + w.hits)
+    n, total = len(words), sum(words)
+    if n < 2 or total == 0:
+        return 0.0
+    wer = sum(errors) / total
+    scatter = sum((e - wer * k) ** 2 for e, k in zip(errors, words))
+    return math.sqrt(n / (n - 1) * scatter) / total
+
 def normalise(text):
     t = re.sub(r"[^a-z0-9']+", " ", text.lower())
     t = re.sub(r"(?<![a-z0-9])'|'(?![a-z0-9])", " ", t)
@@ -435,7 +454,8 @@ def main(argv=None):
     summary = {"clips": n}
     if refs:
         words = jiwer.process_words(refs, hyps)
-        summary.update(wer=words.wer, cer=jiwer.cer(refs, hyps), substitutions=words.substitutions,
+        summary.update(wer=words.wer, wer_se=wer_standard_error(refs, hyps),
+                       cer=jiwer.cer(refs, hyps), substitutions=words.substitutions,
                        deletions=words.deletions, insertions=words.insertions,
                        reference_words=sum(len(r.split()) for r in refs))
     if a.mode != "wer":
@@ -450,7 +470,8 @@ def main(argv=None):
     print(f"asr_judge: {n} clip{'s' * (n != 1)} from {source}{label}; pocketsphinx "
           f"{versions()['pocketsphinx']}, en-us; a fresh decoder per clip")
     if refs:
-        print(f"  open vocabulary: WER {100 * summary['wer']:.1f} % ({summary['substitutions']} "
+        print(f"  open vocabulary: WER {100 * summary['wer']:.1f} ± {100 * summary['wer_se']:.1f} % "
+              f"({summary['substitutions']} "
               f"sub, {summary['deletions']} del, {summary['insertions']} ins / "
               f"{summary['reference_words']} words), CER {100 * summary['cer']:.1f} %")
         worst = sorted(report_clips, key=lambda x: -x["wer"])[:a.show]

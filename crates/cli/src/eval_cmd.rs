@@ -144,11 +144,11 @@ fn intelligibility(args: IntelligibilityArgs) -> anyhow::Result<()> {
             let score = score_clips_independently(judge, &input, manifest, &texts, jobs)?;
             println!(
                 "\nindependent recogniser (tools/asr_judge.py, pocketsphinx en-us): forced choice \
-                 {:.1} % ± {:.1} % ({} clips), open-vocabulary WER {:.1} %, CER {:.1} %",
+                 {:.1} % ± {:.1} % ({} clips), open-vocabulary WER {} %, CER {:.1} %",
                 100.0 * score.forced_choice,
                 100.0 * score.forced_choice_se,
                 score.clips,
-                100.0 * score.wer,
+                score.wer_text(),
                 100.0 * score.cer
             );
             Some(score)

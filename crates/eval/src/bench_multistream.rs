@@ -581,9 +581,7 @@ impl MultiStreamBenchReport {
                 r.cer.map_or_else(dash, |c| format!("{:.1}", 100.0 * c)),
                 r.forced_choice
                     .map_or_else(dash, |c| format!("{:.1}", 100.0 * c)),
-                r.asr
-                    .as_ref()
-                    .map_or_else(dash, |a| format!("{:.1}", 100.0 * a.wer)),
+                r.asr.as_ref().map_or_else(dash, |a| a.wer_text()),
                 r.asr.as_ref().map_or_else(dash, |a| format!(
                     "{:.1} ± {:.1}",
                     100.0 * a.forced_choice,

@@ -202,8 +202,8 @@ pub fn decode_markdown(
         if asr {
             match &r.asr {
                 Some(a) => s.push_str(&format!(
-                    " {:.1} | {:.1} ± {:.1} |",
-                    100.0 * a.wer,
+                    " {} | {:.1} ± {:.1} |",
+                    a.wer_text(),
                     100.0 * a.forced_choice,
                     100.0 * a.forced_choice_se
                 )),

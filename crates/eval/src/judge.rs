@@ -173,6 +173,7 @@ impl AsrJudge {
         Ok(AsrScore {
             clips: num("clips")? as usize,
             wer: num("wer")?,
+            wer_se: s["wer_se"].as_f64(),
             cer: num("cer")?,
             forced_choice: num("accuracy")?,
             forced_choice_se: num("accuracy_se")?,

@@ -19,8 +19,8 @@ fn asr_cells(asr: Option<&AsrScore>) -> String {
         || "– | –".to_string(),
         |a| {
             format!(
-                "{:.1} | {:.1} ± {:.1}",
-                100.0 * a.wer,
+                "{} | {:.1} ± {:.1}",
+                a.wer_text(),
                 100.0 * a.forced_choice,
                 100.0 * a.forced_choice_se
             )

@@ -300,6 +300,10 @@ pub struct AsrScore {
     pub clips: usize,
     /// Open-vocabulary word error rate.
     pub wer: f64,
+    /// Its standard error with the clips (sentences) as the sampled units; `None` from a judge
+    /// that does not report it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wer_se: Option<f64>,
     /// Open-vocabulary character error rate.
     pub cer: f64,
     /// Share of clips whose own transcript the constrained recogniser picked among the
@@ -307,6 +311,16 @@ pub struct AsrScore {
     pub forced_choice: f64,
     /// Its binomial standard error, `sqrt(p (1 − p) / clips)`.
     pub forced_choice_se: f64,
+}
+
+impl AsrScore {
+    /// The WER in percent with its standard error when known: `54.7 ± 2.3`.
+    pub fn wer_text(&self) -> String {
+        match self.wer_se {
+            Some(se) => format!("{:.1} ± {:.1}", 100.0 * self.wer, 100.0 * se),
+            None => format!("{:.1}", 100.0 * self.wer),
+        }
+    }
 }
 
 /// One decoder's results over the utterances.
