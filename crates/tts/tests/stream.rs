@@ -210,34 +210,10 @@ fn an_aligned_nar_is_told_the_durations_in_every_path() {
 #[test]
 fn a_mel_decoder_with_a_vocoder_streams_chunks_that_join_into_the_one_shot_audio() {
     let dir = tempfile::tempdir().unwrap();
-    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
     let device = Device::flex();
     device.seed(3);
-    let mut paths = write_untrained_experiment(dir.path(), &codec, &device).unwrap();
-    let codec_config = Pipeline::load(&paths, &device).unwrap().codec_config;
-    let vocoder = voxspec_codec::VocosConfig::hop160()
-        .with_dim(32)
-        .with_intermediate_dim(64)
-        .with_n_layers(2);
-    let vocoder_dir = dir.path().join("vocoder");
-    voxspec_codec::vocoder::save_vocoder(&vocoder_dir, &vocoder, &vocoder.init(&device).unwrap())
-        .unwrap();
-    let mel = voxspec_codec::MelDecoderConfig::for_vocoder(
-        codec_config.n_q,
-        codec_config.codebook_size,
-        codec_config.hop_length(),
-        &vocoder,
-    )
-    .with_dim(32)
-    .with_intermediate_dim(64)
-    .with_n_code_blocks(2)
-    .with_n_mel_blocks(1);
-    let mel_dir = dir.path().join("mel_decoder");
-    voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &mel.init(&device).unwrap())
-        .unwrap();
-    paths.mel_decoder = Some(mel_dir);
-    paths.vocoder = Some(vocoder_dir);
-    let pipeline = Pipeline::load(&paths, &device).unwrap();
+    let pipeline = mel_vocoder_pipeline(dir.path(), None, &device);
+    let codec_config = pipeline.codec_config.clone();
     let context = pipeline
         .mel
         .as_ref()
@@ -291,40 +267,15 @@ fn a_mel_decoder_with_a_vocoder_streams_chunks_that_join_into_the_one_shot_audio
 #[test]
 fn the_nar_fills_only_the_layers_the_mel_decoder_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
     let device = Device::flex();
-    device.seed(5);
-    let mut paths = write_untrained_experiment(dir.path(), &codec, &device).unwrap();
-    let codec_config = Pipeline::load(&paths, &device).unwrap().codec_config;
-    let vocoder = voxspec_codec::VocosConfig::hop160()
-        .with_dim(32)
-        .with_intermediate_dim(64)
-        .with_n_layers(2);
-    let vocoder_dir = dir.path().join("vocoder");
-    voxspec_codec::vocoder::save_vocoder(&vocoder_dir, &vocoder, &vocoder.init(&device).unwrap())
-        .unwrap();
-    paths.vocoder = Some(vocoder_dir);
-    let text_of = |p: &Pipeline| p.text_ids("Hi.").unwrap();
     let first: Vec<u32> = (0..20u32).map(|i| (i * 5 + i * i) % 16).collect();
     for layers in [1, 2] {
-        let mel = voxspec_codec::MelDecoderConfig::for_vocoder(
-            layers,
-            codec_config.codebook_size,
-            codec_config.hop_length(),
-            &vocoder,
-        )
-        .with_dim(32)
-        .with_intermediate_dim(64)
-        .with_n_code_blocks(2)
-        .with_n_mel_blocks(1);
-        let mel_dir = dir.path().join(format!("mel_decoder-{layers}"));
-        voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &mel.init(&device).unwrap())
-            .unwrap();
-        paths.mel_decoder = Some(mel_dir);
-        let pipeline = Pipeline::load(&paths, &device).unwrap();
+        device.seed(5);
+        let pipeline =
+            mel_vocoder_pipeline(&dir.path().join(layers.to_string()), Some(layers), &device);
         assert_eq!(pipeline.synthesis_layers(), layers);
         assert!(pipeline.nar.n_q() > layers);
-        let text = text_of(&pipeline);
+        let text = pipeline.text_ids("Hi.").unwrap();
         let audio = pipeline.vocode(&text, None, &first, None).unwrap();
         let all = pipeline
             .nar
@@ -338,4 +289,35 @@ fn the_nar_fills_only_the_layers_the_mel_decoder_reads() {
         let d = max_diff(&audio, &rendered) / scale;
         assert!(d <= 1e-4, "{layers} layers: relative max difference {d}");
     }
+}
+
+/// An untrained experiment in `dir` (on the minitts codec) rendering through an untrained small
+/// vocoder and mel decoder of the codec's first `layers` RVQ layers (all for `None`).
+fn mel_vocoder_pipeline(dir: &Path, layers: Option<usize>, device: &Device) -> Pipeline {
+    let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
+    let mut paths = write_untrained_experiment(dir, &codec, device).unwrap();
+    let codec_config = Pipeline::load(&paths, device).unwrap().codec_config;
+    let vocoder = voxspec_codec::VocosConfig::hop160()
+        .with_dim(32)
+        .with_intermediate_dim(64)
+        .with_n_layers(2);
+    let vocoder_dir = dir.join("vocoder");
+    voxspec_codec::vocoder::save_vocoder(&vocoder_dir, &vocoder, &vocoder.init(device).unwrap())
+        .unwrap();
+    let mel = voxspec_codec::MelDecoderConfig::for_vocoder(
+        layers.unwrap_or(codec_config.n_q),
+        codec_config.codebook_size,
+        codec_config.hop_length(),
+        &vocoder,
+    )
+    .with_dim(32)
+    .with_intermediate_dim(64)
+    .with_n_code_blocks(2)
+    .with_n_mel_blocks(1);
+    let mel_dir = dir.join("mel_decoder");
+    voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &mel.init(device).unwrap())
+        .unwrap();
+    paths.mel_decoder = Some(mel_dir);
+    paths.vocoder = Some(vocoder_dir);
+    Pipeline::load(&paths, device).unwrap()
 }
