@@ -68,12 +68,6 @@ pub fn run(cmd: CodecCommand) -> anyhow::Result<()> {
 }
 
 fn train(args: TrainArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.segment > 0.0 && args.segment <= 60.0,
-        "--segment {} s: a training segment is given in seconds, above 0 and at most 60 \
-         (SpeechTokenizer trains on 3 s, the bundled recipes on 1–3 s)",
-        args.segment
-    );
     let (train, dev) = crate::common::train_and_dev(&args.data)?;
     let options = CodecRunOptions {
         preset: args.preset,

@@ -445,7 +445,10 @@ fn bad_inputs_fail_with_clear_messages() {
         "--segment",
         "16000",
     ]);
-    assert!(e.contains("--segment 16000 s"), "{e}");
+    assert!(
+        e.contains("`segment`: 16000 s: a training segment is given in seconds"),
+        "{e}"
+    );
 
     // A manifest whose duration disagrees with the audio: refused naming the utterance.
     let stale = dir.join("stale");

@@ -21,13 +21,3 @@ impl Preset {
     /// Every size, smallest first.
     pub const ALL: [Self; 3] = [Self::Tiny, Self::Small, Self::Base];
 }
-
-impl std::fmt::Display for Preset {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Tiny => "tiny",
-            Self::Small => "small",
-            Self::Base => "base",
-        })
-    }
-}
