@@ -12,7 +12,9 @@
 #                    --mel-layers RVQ layers (default: every layer; 1: RVQ-1 alone, which the AR model
 #                    writes, so synthesis runs no NAR stage) on the recordings' own codes
 #                    (<exp>/tokens, --mel-steps); with more layers then fitted to <exp>/fill
-#                    (--mel-fill-steps)
+#                    (--mel-fill-steps); with --mel-phones also told each frame's phone (the
+#                    data's alignments in training, the durations the aligned AR model speaks
+#                    at synthesis)
 #                    → <exp>/mel_decoder, which synthesize, serve and the bench of <exp> then
 #                    render with instead of the codec's decoder
 #   stage 3  vocoder a vocoder of that log-mel trained on the recordings (`voxspec vocoder
@@ -34,6 +36,7 @@ stop_stage=100
 exp=exp/kathleen
 steps=1500
 mel_layers=""
+mel_phones=false
 mel_steps=1200
 mel_fill_steps=1000
 vocoder_steps=1500
@@ -42,7 +45,7 @@ threads=""
 force_stages=()
 
 usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
   cat <<USAGE
 
 Usage: $0 [options]
@@ -52,6 +55,9 @@ Usage: $0 [options]
   --mel-layers N     RVQ layers the mel decoder reads (default: all; the NAR runs only the stages
                      for them at synthesis: 1 makes the pipeline about twice as fast and costs
                      about 3 points of WER, see docs/codecs.md)
+  --mel-phones       the mel decoder also reads each frame's phone (needs the data's alignments
+                     and an aligned AR model; with --mel-layers 1 it keeps the words the NAR's
+                     layers carry, see docs/codecs.md)
   --mel-steps N      mel decoder steps on the recordings' codes (default 1200: 25 minutes)
   --mel-fill-steps N with --mel-layers above 1, steps on the filled codes (default 1000)
   --vocoder-steps N  vocoder steps on the recordings (default 1500: 18 minutes)
@@ -69,6 +75,7 @@ while [ $# -gt 0 ]; do
     --exp) exp="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --mel-layers) mel_layers="$2"; shift 2 ;;
+    --mel-phones) mel_phones=true; shift ;;
     --mel-steps) mel_steps="$2"; shift 2 ;;
     --mel-fill-steps) mel_fill_steps="$2"; shift 2 ;;
     --vocoder-steps) vocoder_steps="$2"; shift 2 ;;
@@ -115,6 +122,7 @@ fi
 if run_stage 2 mel; then
   log "Stage 2 (mel): a mel decoder of ${mel_layers:-every} RVQ layer(s), $mel_steps steps on $exp/tokens"
   layers=(); [ -n "$mel_layers" ] && layers=(--layers "$mel_layers")
+  if $mel_phones; then layers+=(--phones); fi
   fit_fill=true; [ "${mel_layers:-2}" -gt 1 ] || fit_fill=false
   # A finished run has its model; an interrupted one resumes with its saved settings.
   if [ ! -f "$exp/mel-codes/model.safetensors" ]; then

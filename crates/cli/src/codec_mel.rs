@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use voxspec_codec::mel_decoder::{
     MelData, MelDecoderConfig, MelDecoderTask, load_mel_split, save_mel_decoder,
 };
-use voxspec_data::TokenStore;
+use voxspec_data::{TextTokenizer, TokenStore};
 use voxspec_train::Trainer;
 
 use crate::common::load_vocoder;
@@ -25,7 +25,10 @@ use crate::train_loop::{self, DevLines, LoopArgs};
 /// the recording the codes came from; the loss is the L1 distance over the recording's frames.
 /// Train it on the codec's own codes (`voxspec codec extract`) for resynthesis, or on the codes
 /// synthesis hands it (`voxspec codec fill`: the recordings' RVQ-1 with layers 2..N from the
-/// NAR model) for text-to-speech; --init continues from a trained decoder.
+/// NAR model) for text-to-speech; --init continues from a trained decoder. With --phones the
+/// decoder is also told each frame's phone (from the data's alignments and tokenizer.json;
+/// at synthesis from the durations the aligned AR model speaks), so that the first RVQ layer
+/// alone renders intelligible speech and synthesis skips the NAR.
 ///
 /// Reads <DATA>/train.jsonl (dev.jsonl for validation) and the code shards of the same splits
 /// in --codes. Writes into <OUT>: run.json at the start; metrics.jsonl and TensorBoard events
@@ -67,6 +70,10 @@ pub struct TrainMelArgs {
     /// ConvNeXt blocks at the mel rate.
     #[arg(long, default_value_t = 2)]
     mel_blocks: usize,
+    /// Tell the decoder each frame's phone: reads <DATA>/tokenizer.json (phonemic) and every
+    /// utterance's alignment; the tokenizer is copied into <OUT>.
+    #[arg(long)]
+    phones: bool,
     /// Seconds of codes per training crop (rounded down to whole frames).
     #[arg(long, default_value_t = 2.0)]
     segment: f64,
@@ -122,7 +129,12 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
                     args.codes.display(),
                     meta.n_q
                 );
+                let phones = match args.phones {
+                    true => read_tokenizer(&args.data)?.vocab_size(),
+                    false => 0,
+                };
                 let c = MelDecoderConfig::for_vocoder(layers, meta.codebook_size as usize, hop, v)
+                    .with_phones(phones)
                     .with_dim(args.dim)
                     .with_intermediate_dim(3 * args.dim)
                     .with_n_code_blocks(args.code_blocks)
@@ -141,7 +153,24 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
     })?;
     let run = run.settings;
     let config = run.model.clone();
-    let utterances = load_mel_split(&train, &store, &config, &Bar::new(), "train audio")?;
+    let tokenizer = match config.phones {
+        0 => None,
+        _ => {
+            let tokenizer = read_tokenizer(&args.data)?;
+            let copy = args.out.join(TOKENIZER_FILE);
+            std::fs::copy(args.data.join(TOKENIZER_FILE), &copy)
+                .with_context(|| format!("copying the tokenizer to {}", copy.display()))?;
+            Some(tokenizer)
+        }
+    };
+    let utterances = load_mel_split(
+        &train,
+        &store,
+        &config,
+        tokenizer.as_ref(),
+        &Bar::new(),
+        "train audio",
+    )?;
     let data = MelData::new(
         utterances,
         &config,
@@ -158,7 +187,14 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
     if !dev.is_empty() {
         let store = TokenStore::open(&args.codes, "dev")
             .with_context(|| format!("opening the dev codes in {}", args.codes.display()))?;
-        let utterances = load_mel_split(&dev, &store, &config, &Bar::new(), "dev audio")?;
+        let utterances = load_mel_split(
+            &dev,
+            &store,
+            &config,
+            tokenizer.as_ref(),
+            &Bar::new(),
+            "dev audio",
+        )?;
         n_dev = utterances.len();
         task = task.with_valid(MelData::new(
             utterances,
@@ -170,12 +206,13 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
     }
     println!(
         "mel decoder: {} RVQ layers of {} codes → {} mels ({} per code frame), width {}; \
-         train {n_train} utterances, dev {n_dev}; crops of {} frames, batch {}",
+         {} phone ids; train {n_train} utterances, dev {n_dev}; crops of {} frames, batch {}",
         config.n_q,
         config.codebook_size,
         config.mel.n_mels,
         config.upsample(),
         config.dim,
+        config.phones,
         run.segment_frames,
         run.batch_size
     );
@@ -185,4 +222,20 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
     save_mel_decoder(&args.out, &config, &finished.outcome.model.valid())?;
     println!("mel decoder: {}", args.out.display());
     Ok(())
+}
+
+/// The tokenizer a mel decoder with a phone input keeps beside its weights.
+const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// `<data>/tokenizer.json`, which must be phonemic to place phones.
+fn read_tokenizer(data: &std::path::Path) -> anyhow::Result<TextTokenizer> {
+    let path = data.join(TOKENIZER_FILE);
+    let tokenizer =
+        TextTokenizer::load(&path).with_context(|| format!("reading {}", path.display()))?;
+    anyhow::ensure!(
+        tokenizer.is_phonemic(),
+        "--phones: {} is not a phonemic tokenizer; the phones come from the alignments",
+        path.display()
+    );
+    Ok(tokenizer)
 }

@@ -12,8 +12,8 @@ use voxspec_mtp::{ExportDtype, ExportExtras, ExportSource};
 /// are module paths; linear weights are [in, out]), tokenizer.json, optional
 /// transitions.safetensors / groups.safetensors, and a README.md model card. A mel decoder
 /// (`codec train-mel` output) or a vocoder (`vocoder train`) is exported as its config.json and
-/// weights. The weights are
-/// loaded and checked against the config before anything is written. `tools/load_export.py`
+/// weights (and a mel decoder's tokenizer.json when it reads phones). The weights are loaded
+/// and checked against the config before anything is written. `tools/load_export.py`
 /// shows how to read the result from Python with `safetensors`.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -130,6 +130,12 @@ fn export_renderer(args: &ExportArgs, kind: Renderer) -> anyhow::Result<()> {
         args.to.join("config.json"),
     )
     .with_context(|| format!("copying {}/config.json", args.checkpoint.display()))?;
+    // A mel decoder with a phone input keeps the tokenizer that numbers its phones.
+    let tokenizer = args.checkpoint.join("tokenizer.json");
+    if tokenizer.is_file() {
+        std::fs::copy(&tokenizer, args.to.join("tokenizer.json"))
+            .with_context(|| format!("copying {}", tokenizer.display()))?;
+    }
     let weights = voxspec_train::weights::WEIGHTS_FILE;
     let (from, to) = (args.checkpoint.join(weights), args.to.join(weights));
     match args.dtype {

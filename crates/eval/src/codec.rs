@@ -151,7 +151,7 @@ fn resynthesise(
             device,
         )?;
         let rows: Vec<Vec<u32>> = (0..codes.n_q).map(|q| codes.stream(q).to_vec()).collect();
-        let mut rendered = mel.synthesize(&rows)?;
+        let mut rendered = mel.synthesize(&rows, None)?;
         rendered.resize(n, 0.0);
         let flat: Vec<i64> = codes.data.iter().map(|&c| i64::from(c)).collect();
         let wave = model.decode(burn::tensor::Tensor::from_data(

@@ -62,15 +62,19 @@ fn main() -> Result<()> {
     for (i, u) in utterances.iter().enumerate() {
         let item = items.get(i)?;
         let codes: Vec<Vec<u32>> = (0..n_q).map(|q| item.codes.stream(q).to_vec()).collect();
+        let durations = item.durations.as_deref();
+        let phones = (pipeline.mel.as_ref())
+            .filter(|m| m.phones() > 0)
+            .zip(durations)
+            .map(|(m, d)| m.frame_phones(&item.text, d, codes[0].len()));
         write(
             &out,
             "codec",
             &u.id,
             &u.text,
-            pipeline.decode_codes(&codes)?,
+            pipeline.decode_codes(&codes, phones.as_deref())?,
             rate,
         )?;
-        let durations = item.durations.as_deref();
         let audio = pipeline.vocode(&item.text, None, &codes[0], durations)?;
         write(&out, "nar", &u.id, &u.text, audio, rate)?;
         let track = match (pipeline.nar.track_layout(), durations) {

@@ -155,7 +155,8 @@ impl Pipeline {
                 let codes = self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?;
                 t.nar += start.elapsed().as_secs_f64();
                 let start = Instant::now();
-                samples += self.decode_codes(&codes)?.len();
+                let phones = self.mel_phones(&piece.ids, durations, first.len())?;
+                samples += self.decode_codes(&codes, phones.as_deref())?.len();
                 t.codec += start.elapsed().as_secs_f64();
             }
             samples += (piece.pause.max(0.0) * rate).round() as usize;

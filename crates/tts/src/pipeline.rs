@@ -236,6 +236,9 @@ impl Pipeline {
                         codec_config.sample_rate
                     )));
                 }
+                if mel.phones() > 0 {
+                    check_mel_phones(&mel, dir, &ar, &tokenizer, &paths.ar)?;
+                }
                 Some(mel)
             }
             None => None,
@@ -568,7 +571,33 @@ impl Pipeline {
         let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
         let track = self.nar_track(text, durations, first.len());
         let codes = self.nar_codes(&nar_text, &prompt_codes, first, track.as_deref())?;
-        self.decode_codes(&codes)
+        let phones = self.mel_phones(text, durations, first.len())?;
+        self.decode_codes(&codes, phones.as_deref())
+    }
+
+    /// The phone of each of `frames` frames of `text` spoken for `durations` frames per token,
+    /// for a mel decoder with a phone input; `None` for any other renderer.
+    ///
+    /// # Errors
+    /// [`TtsError::Config`] when the mel decoder reads phones and no durations (of one per
+    /// token) came with the codes.
+    pub(crate) fn mel_phones(
+        &self,
+        text: &[u32],
+        durations: Option<&[u32]>,
+        frames: usize,
+    ) -> Result<Option<Vec<u32>>> {
+        let Some(mel) = self.mel.as_ref().filter(|m| m.phones() > 0) else {
+            return Ok(None);
+        };
+        match durations {
+            Some(d) if d.len() == text.len() => Ok(Some(mel.frame_phones(text, d, frames))),
+            _ => Err(TtsError::Config(
+                "the mel decoder reads each frame's phone, and no phone durations came with the \
+                 codes (an aligned AR model's request carries them)"
+                    .into(),
+            )),
+        }
     }
 
     /// An aligned NAR's track ids of `frames` frames speaking `text` for `durations` frames
@@ -715,6 +744,7 @@ impl Pipeline {
     pub(crate) fn render_span(
         &self,
         codes: &[Vec<u32>],
+        phones: Option<&[u32]>,
         from: usize,
         to: usize,
     ) -> Result<Vec<f32>> {
@@ -722,19 +752,20 @@ impl Pipeline {
             .mel
             .as_ref()
             .ok_or_else(|| TtsError::Config("the pipeline has no mel decoder".into()))?;
-        mel.synthesize_span(codes, from, to)
+        mel.synthesize_span(codes, phones, from, to)
             .map_err(TtsError::stage("the mel decoder"))
     }
 
     /// Codes `[n_q][frames]` → `frames · hop` samples through the mel decoder and its renderer
-    /// when the pipeline has one, else through the codec decoder.
+    /// when the pipeline has one, else through the codec decoder. `phones` (one per frame,
+    /// [`Pipeline::mel_phones`]) feed a mel decoder with a phone input.
     ///
     /// # Errors
     /// The codec's or the mel decoder's, naming its stage; [`TtsError::TensorRead`].
-    pub fn decode_codes(&self, codes: &[Vec<u32>]) -> Result<Vec<f32>> {
+    pub fn decode_codes(&self, codes: &[Vec<u32>], phones: Option<&[u32]>) -> Result<Vec<f32>> {
         if let Some(mel) = &self.mel {
             return mel
-                .synthesize(codes)
+                .synthesize(codes, phones)
                 .map_err(TtsError::stage("the mel decoder"));
         }
         let wave = self
@@ -765,6 +796,53 @@ impl Pipeline {
             &self.device,
         )
     }
+}
+
+/// A mel decoder with a phone input reads the AR model's phone ids: the AR model must be
+/// aligned (its requests carry durations) and its tokenizer the decoder's (`tokenizer.json`
+/// beside the decoder, when there is one, maps every id to the same phone).
+fn check_mel_phones(
+    mel: &MelSpeech,
+    dir: &std::path::Path,
+    ar: &MtpModel,
+    tokenizer: &TextTokenizer,
+    ar_dir: &std::path::Path,
+) -> Result<()> {
+    let incompatible = |what: String| {
+        Err(TtsError::Incompatible(format!(
+            "the mel decoder {} reads {} phone ids; {what}",
+            dir.display(),
+            mel.phones()
+        )))
+    };
+    if !ar.is_aligned() {
+        return incompatible(format!(
+            "the AR model {} is not aligned, so no phone durations place them",
+            ar_dir.display()
+        ));
+    }
+    if tokenizer.vocab_size() != mel.phones() {
+        return incompatible(format!(
+            "the AR model's tokenizer ({}) has {}",
+            ar_dir.display(),
+            tokenizer.vocab_size()
+        ));
+    }
+    let own = dir.join("tokenizer.json");
+    if own.is_file() {
+        let theirs = TextTokenizer::load(&own)
+            .map_err(TtsError::load("the mel decoder's tokenizer", &own))?;
+        let same = (0..tokenizer.vocab_size() as u32)
+            .all(|id| theirs.decode(&[id]).ok() == tokenizer.decode(&[id]).ok());
+        if !same {
+            return incompatible(format!(
+                "its tokenizer {} and the AR model's ({}) name the ids differently",
+                own.display(),
+                ar_dir.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

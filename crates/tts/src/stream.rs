@@ -90,6 +90,8 @@ pub struct SpeechStream<'p> {
     prompt_codes: Vec<Vec<u32>>,
     /// An aligned NAR's track ids of every frame.
     track: Option<Vec<u32>>,
+    /// Each frame's phone, for a mel decoder with a phone input.
+    phones: Option<Vec<u32>>,
     /// Every layer of every frame when the NAR ran over the whole utterance.
     whole: Option<Vec<Vec<u32>>>,
     /// The codec's incremental decoder; `None` when a mel decoder renders the codes.
@@ -121,6 +123,7 @@ impl Pipeline {
         config.validate()?;
         let (nar_text, prompt_codes) = self.nar_inputs(text, prompt, first.len())?;
         let track = self.nar_track(text, durations, first.len());
+        let phones = self.mel_phones(text, durations, first.len())?;
         let mel_context = self.mel.as_ref().and_then(|m| m.context_frames());
         let one_piece = self.mel.is_some() && mel_context.is_none();
         let whole = match config.nar {
@@ -148,6 +151,7 @@ impl Pipeline {
             nar_text,
             prompt_codes,
             track,
+            phones,
             whole,
             codec,
             mel_context,
@@ -275,13 +279,16 @@ impl SpeechStream<'_> {
             self.pushed = total;
             self.done = true;
             return match &self.whole {
-                Some(all) => self.pipeline.decode_codes(all),
+                Some(all) => self.pipeline.decode_codes(all, self.phones.as_deref()),
                 None => Ok(Vec::new()),
             };
         };
         let (lo, hi) = (from.saturating_sub(context), (to + context).min(total));
         let window = self.window_codes(lo, hi)?;
-        let audio = self.pipeline.render_span(&window, from - lo, to - lo)?;
+        let phones = self.phones.as_ref().map(|p| &p[lo..hi]);
+        let audio = self
+            .pipeline
+            .render_span(&window, phones, from - lo, to - lo)?;
         self.pushed = to;
         self.done = to == total;
         Ok(audio)

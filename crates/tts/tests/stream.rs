@@ -282,7 +282,7 @@ fn the_nar_fills_only_the_layers_the_mel_decoder_reads() {
             .generate(&text, &vec![Vec::new(); pipeline.nar.n_q()], &first, None)
             .unwrap();
         assert_eq!(all.len(), pipeline.nar.n_q());
-        let rendered = pipeline.decode_codes(&all).unwrap();
+        let rendered = pipeline.decode_codes(&all, None).unwrap();
         assert_eq!(audio.len(), rendered.len());
         let scale = rendered.iter().fold(0f32, |m, v| m.max(v.abs()));
         assert!(scale > 0.0);
@@ -294,9 +294,21 @@ fn the_nar_fills_only_the_layers_the_mel_decoder_reads() {
 /// An untrained experiment in `dir` (on the minitts codec) rendering through an untrained small
 /// vocoder and mel decoder of the codec's first `layers` RVQ layers (all for `None`).
 fn mel_vocoder_pipeline(dir: &Path, layers: Option<usize>, device: &Device) -> Pipeline {
+    Pipeline::load(&mel_vocoder_paths(dir, layers, false, device), device).unwrap()
+}
+
+/// The paths of [`mel_vocoder_pipeline`]'s experiment; with `phones`, the mel decoder reads
+/// each frame's phone (ids of the AR model's tokenizer).
+fn mel_vocoder_paths(
+    dir: &Path,
+    layers: Option<usize>,
+    phones: bool,
+    device: &Device,
+) -> voxspec_tts::ModelPaths {
     let codec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/codec-minitts");
     let mut paths = write_untrained_experiment(dir, &codec, device).unwrap();
-    let codec_config = Pipeline::load(&paths, device).unwrap().codec_config;
+    let plain = Pipeline::load(&paths, device).unwrap();
+    let codec_config = plain.codec_config;
     let vocoder = voxspec_codec::VocosConfig::hop160()
         .with_dim(32)
         .with_intermediate_dim(64)
@@ -310,14 +322,91 @@ fn mel_vocoder_pipeline(dir: &Path, layers: Option<usize>, device: &Device) -> P
         codec_config.hop_length(),
         &vocoder,
     )
+    .with_phones(if phones {
+        plain.tokenizer.vocab_size()
+    } else {
+        0
+    })
     .with_dim(32)
     .with_intermediate_dim(64)
     .with_n_code_blocks(2)
     .with_n_mel_blocks(1);
     let mel_dir = dir.join("mel_decoder");
-    voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &mel.init(device).unwrap())
-        .unwrap();
+    let mut model = mel.init(device).unwrap();
+    if let Some(table) = model.phone_embedding.as_mut() {
+        // Far from zero, so that the phones move the audio of an untrained decoder.
+        let dims = table.weight.val().dims();
+        table.weight = burn::module::Param::from_tensor(burn::tensor::Tensor::random(
+            dims,
+            burn::tensor::Distribution::Normal(0.0, 3.0),
+            device,
+        ));
+    }
+    voxspec_codec::mel_decoder::save_mel_decoder(&mel_dir, &mel, &model).unwrap();
     paths.mel_decoder = Some(mel_dir);
     paths.vocoder = Some(vocoder_dir);
-    Pipeline::load(&paths, device).unwrap()
+    paths
+}
+
+/// A mel decoder that reads the phones gets them from the durations in every path (one shot,
+/// streamed), where they move the audio; without durations it refuses, naming them; and it
+/// loads only beside an aligned AR model.
+#[test]
+fn a_mel_decoder_that_reads_phones_is_told_them_from_the_durations() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = Device::flex();
+    device.seed(11);
+    let paths = mel_vocoder_paths(dir.path(), Some(1), true, &device);
+    let refused = Pipeline::load(&paths, &device)
+        .err()
+        .expect("a plain AR model");
+    assert!(refused.to_string().contains("not aligned"), "{refused}");
+    // Make the AR model aligned.
+    let plain = voxspec_mtp::load_mtp(&paths.ar, &device).unwrap().0;
+    let aligned = plain
+        .model
+        .clone()
+        .with_alignment(Some(voxspec_mtp::AlignConfig::new()));
+    let file = voxspec_mtp::MtpFile {
+        model: aligned.clone(),
+        draft: None,
+    };
+    voxspec_mtp::save_mtp(&paths.ar, &file, &aligned.init(&device).unwrap()).unwrap();
+    let pipeline = Pipeline::load(&paths, &device).unwrap();
+    assert_eq!(pipeline.synthesis_layers(), 1);
+    let text = pipeline.text_ids("Hi there.").unwrap();
+    let frames = 50;
+    let first: Vec<u32> = (0..frames as u32).map(|i| (i * 7) % 16).collect();
+    let mut durations: Vec<u32> = (0..text.len() as u32).map(|i| 2 + 3 * (i % 4)).collect();
+    let sum: u32 = durations.iter().sum();
+    assert!(sum < frames as u32, "{sum}");
+    durations[0] += frames as u32 - sum;
+    let one_shot = pipeline
+        .vocode(&text, None, &first, Some(&durations))
+        .unwrap();
+    let scale = one_shot.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0);
+    let config = StreamConfig {
+        first_frames: 12,
+        chunk_frames: 11,
+        nar: NarWindow::Whole,
+    };
+    let mut stream = pipeline
+        .stream(&text, None, &first, Some(&durations), config)
+        .unwrap();
+    let mut samples = Vec::new();
+    while let Some(chunk) = stream.next_chunk().unwrap() {
+        samples.extend(chunk);
+    }
+    let d = max_diff(&samples, &one_shot) / scale;
+    assert!(d <= 1e-4, "relative max difference {d}");
+    let mut other = durations.clone();
+    other.rotate_left(1);
+    let moved = pipeline.vocode(&text, None, &first, Some(&other)).unwrap();
+    assert!(
+        max_diff(&moved, &one_shot) > 1e-3 * scale,
+        "other durations changed nothing"
+    );
+    let untold = pipeline.vocode(&text, None, &first, None).unwrap_err();
+    assert!(untold.to_string().contains("phone durations"), "{untold}");
 }

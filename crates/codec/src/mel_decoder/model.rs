@@ -6,13 +6,19 @@
 //!
 //! ```text
 //! codes [n_q, B, T]  (the first n_q RVQ layers, T frames at the codec's rate)
-//!   └ Σ_q Embedding_q(codes[q])                                 [B, dim, T]
+//! phones [B, T]      (optional: the phone each frame speaks, from the alignment)
+//!   └ Σ_q Embedding_q(codes[q]) (+ Embedding_p(phones))        [B, dim, T]
 //!   └ Conv1d(dim → dim, k) ─ LayerNorm
 //!   └ n_code_blocks × ConvNeXt block             (at the code rate)
 //!   └ ConvTranspose1d(dim → dim, stride u)       u = codec hop / mel hop   [B, dim, T·u]
 //!   └ n_mel_blocks × ConvNeXt block              (at the mel rate)
 //!   └ LayerNorm ─ Linear(dim → n_mels)                          log-mel [B, n_mels, T·u]
 //! ```
+//!
+//! A decoder with a phone input (`phones > 0`) is told, besides the codes, which phone each
+//! code frame speaks: at synthesis the phone durations the aligned AR model was given place
+//! them, in training the forced alignment does. With the phones given, the first RVQ layer
+//! alone renders intelligible speech, and synthesis skips the NAR stages.
 //!
 //! Mel frame `u·t + j` is centred inside code frame `t`, so the output lines up with the
 //! vocoder's centred log-mel of the same samples (`1 + samples / hop` frames, of which the
@@ -56,6 +62,10 @@ pub struct MelDecoderConfig {
     /// ConvNeXt blocks at the mel rate.
     #[config(default = 2)]
     pub n_mel_blocks: usize,
+    /// Phone vocabulary of the phone input (the text tokenizer's size; id `phones` is "no
+    /// phone", after the speech ends); 0 for a decoder of codes alone.
+    #[config(default = 0)]
+    pub phones: usize,
 }
 
 impl MelDecoderConfig {
@@ -68,6 +78,22 @@ impl MelDecoderConfig {
         vocoder: &VocosConfig,
     ) -> Self {
         Self::new(n_q, codebook_size, codec_hop, vocoder.mel_config())
+    }
+
+    /// The phone id of each of `frames` code frames of `text` spoken for `durations` frames
+    /// per token (frames past their sum, and every frame when the lengths differ, get the
+    /// "no phone" id `phones`).
+    pub fn frame_phones(&self, text: &[u32], durations: &[u32], frames: usize) -> Vec<u32> {
+        let end = self.phones as u32;
+        let mut out = Vec::with_capacity(frames);
+        if text.len() == durations.len() {
+            for (&p, &d) in text.iter().zip(durations) {
+                let take = (d as usize).min(frames - out.len());
+                out.extend(std::iter::repeat_n(p, take));
+            }
+        }
+        out.resize(frames, end);
+        out
     }
 
     /// Mel frames per code frame.
@@ -160,6 +186,8 @@ impl MelDecoderConfig {
             mel_blocks: (0..self.n_mel_blocks).map(|_| block()).collect(),
             final_norm: LayerNormConfig::new(dim).with_epsilon(1e-6).init(device),
             head: LinearConfig::new(dim, self.mel.n_mels).init(device),
+            phone_embedding: (self.phones > 0)
+                .then(|| EmbeddingConfig::new(self.phones + 1, dim).init(device)),
             codebook_size: self.codebook_size,
             upsample_factor: u,
         })
@@ -185,6 +213,8 @@ pub struct MelDecoder {
     pub final_norm: LayerNorm,
     /// `dim → n_mels`.
     pub head: Linear,
+    /// `[phones + 1, dim]` for a decoder with a phone input.
+    pub phone_embedding: Option<Embedding>,
     codebook_size: usize,
     upsample_factor: usize,
 }
@@ -200,17 +230,42 @@ impl MelDecoder {
         self.upsample_factor
     }
 
-    /// Predicts the log-mel of codes. Layers past `n_q` are ignored; a code outside the
-    /// codebook is an error.
+    /// Phone vocabulary of the phone input (0: the decoder reads codes alone).
+    pub fn phones(&self) -> usize {
+        self.phone_embedding
+            .as_ref()
+            .map_or(0, |e| e.weight.dims()[0] - 1)
+    }
+
+    /// [`Self::forward_with_phones`] without phones, for a decoder of codes alone.
     ///
     /// # Shapes
     /// - `codes`: `[n_q' ≥ n_q, batch, frames]`
+    /// - output: `[batch, n_mels, frames · u]`
+    ///
+    /// # Errors
+    /// As [`Self::forward_with_phones`].
+    pub fn forward(&self, codes: Tensor<3, Int>) -> Result<Tensor<3>, VocoderError> {
+        self.forward_with_phones(codes, None)
+    }
+
+    /// Predicts the log-mel of codes, told each frame's phone when the decoder has a phone
+    /// input (phones given to a decoder without one are ignored). Layers past `n_q` are
+    /// ignored; a code outside the codebook is an error.
+    ///
+    /// # Shapes
+    /// - `codes`: `[n_q' ≥ n_q, batch, frames]`
+    /// - `phones`: `[batch, frames]`, ids in `0..=phones` (`phones` = no phone)
     /// - output: `[batch, n_mels, frames · u]` (natural-log mel, `u` = [`Self::upsample_factor`])
     ///
     /// # Errors
-    /// [`VocoderError::Shape`] for fewer layers than `n_q`, no frames, or a code `≥
-    /// codebook_size`.
-    pub fn forward(&self, codes: Tensor<3, Int>) -> Result<Tensor<3>, VocoderError> {
+    /// [`VocoderError::Shape`] for fewer layers than `n_q`, no frames, a code `≥
+    /// codebook_size`, phones missing, of another shape or out of range.
+    pub fn forward_with_phones(
+        &self,
+        codes: Tensor<3, Int>,
+        phones: Option<Tensor<2, Int>>,
+    ) -> Result<Tensor<3>, VocoderError> {
         let [layers, batch, frames] = codes.dims();
         let n_q = self.n_q();
         if layers < n_q || frames == 0 || batch == 0 {
@@ -242,12 +297,37 @@ impl MelDecoder {
                 None => e,
             });
         }
-        let x = x
-            .ok_or(VocoderError::InvalidConfig {
-                field: "n_q",
-                reason: "the decoder reads no layer".into(),
-            })?
-            .swap_dims(1, 2); // [batch, dim, frames]
+        let mut x = x.ok_or(VocoderError::InvalidConfig {
+            field: "n_q",
+            reason: "the decoder reads no layer".into(),
+        })?;
+        if let Some(table) = &self.phone_embedding {
+            let n = self.phones();
+            let bad = |found: Vec<usize>, expected: String| VocoderError::Shape {
+                what: "mel decoder phones",
+                expected,
+                found,
+            };
+            let phones = phones.ok_or_else(|| {
+                bad(
+                    vec![],
+                    format!("[{batch}, {frames}] phone ids: the decoder reads the phones"),
+                )
+            })?;
+            if phones.dims() != [batch, frames] {
+                return Err(bad(phones.dims().to_vec(), format!("[{batch}, {frames}]")));
+            }
+            let largest = phones.clone().max().into_scalar::<i64>();
+            let smallest = phones.clone().min().into_scalar::<i64>();
+            if smallest < 0 || largest > n as i64 {
+                return Err(bad(
+                    vec![smallest.max(0) as usize, largest.max(0) as usize],
+                    format!("phone ids in 0..={n}"),
+                ));
+            }
+            x = x + table.forward(phones);
+        }
+        let x = x.swap_dims(1, 2); // [batch, dim, frames]
         let x = self.embed.forward(x);
         let x = self.norm.forward(x.swap_dims(1, 2)).swap_dims(1, 2);
         let x = self.code_blocks.iter().fold(x, |x, b| b.forward(x));

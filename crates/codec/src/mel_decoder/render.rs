@@ -103,6 +103,17 @@ impl MelSpeech {
         self.model.n_q()
     }
 
+    /// Phone vocabulary of the decoder's phone input; 0 when it reads codes alone.
+    pub fn phones(&self) -> usize {
+        self.config.phones
+    }
+
+    /// The phone id of each of `frames` frames of `text` spoken for `durations` frames per
+    /// token, as the decoder's phone input takes them ([`MelDecoderConfig::frame_phones`]).
+    pub fn frame_phones(&self, text: &[u32], durations: &[u32], frames: usize) -> Vec<u32> {
+        self.config.frame_phones(text, durations, frames)
+    }
+
     /// The renderer.
     pub fn renderer(&self) -> &MelRenderer {
         &self.renderer
@@ -131,16 +142,17 @@ impl MelSpeech {
         Some(code + mel.div_ceil(c.upsample().max(1)))
     }
 
-    /// Samples of frames `from..to` of `codes` (`(to − from) · codec_hop`), rendered from the
-    /// codes of the whole window: with [`Self::context_frames`] of codes on either side of
-    /// the span (or the utterance's edge) they equal those of [`Self::synthesize`] over the
-    /// whole utterance.
+    /// Samples of frames `from..to` of `codes` (`(to − from) · codec_hop`; `phones` of the
+    /// same frames), rendered from the codes of the whole window: with
+    /// [`Self::context_frames`] of codes on either side of the span (or the utterance's edge)
+    /// they equal those of [`Self::synthesize`] over the whole utterance.
     ///
     /// # Errors
     /// [`VocoderError::Shape`] for a span outside the codes; as [`Self::synthesize`].
     pub fn synthesize_span(
         &self,
         codes: &[Vec<u32>],
+        phones: Option<&[u32]>,
         from: usize,
         to: usize,
     ) -> Result<Vec<f32>, VocoderError> {
@@ -156,19 +168,25 @@ impl MelSpeech {
             return Ok(Vec::new());
         }
         let hop = self.config.codec_hop;
-        let wave = self.synthesize(codes)?;
+        let wave = self.synthesize(codes, phones)?;
         Ok(wave[from * hop..to * hop].to_vec())
     }
 
-    /// The predicted log-mel of `codes`.
+    /// The predicted log-mel of `codes`, told each frame's phone by `phones` when the decoder
+    /// has a phone input (ignored otherwise).
     ///
     /// # Shapes
-    /// `codes: [n_q' ≥ n_q][frames]` → (`[frames · u, n_mels]` row-major, frame-major; `frames
-    /// · u`)
+    /// `codes: [n_q' ≥ n_q][frames]`, `phones: [frames]` → (`[frames · u, n_mels]` row-major,
+    /// frame-major; `frames · u`)
     ///
     /// # Errors
-    /// As [`MelDecoder::forward`]; [`VocoderError::Shape`] for ragged layers.
-    pub fn log_mel(&self, codes: &[Vec<u32>]) -> Result<(Vec<f32>, usize), VocoderError> {
+    /// As [`MelDecoder::forward_with_phones`]; [`VocoderError::Shape`] for ragged layers or
+    /// phones of another length.
+    pub fn log_mel(
+        &self,
+        codes: &[Vec<u32>],
+        phones: Option<&[u32]>,
+    ) -> Result<(Vec<f32>, usize), VocoderError> {
         let frames = codes.first().map_or(0, Vec::len);
         if codes.iter().any(|row| row.len() != frames) {
             return Err(VocoderError::Shape {
@@ -177,6 +195,23 @@ impl MelSpeech {
                 found: codes.iter().map(Vec::len).collect(),
             });
         }
+        let phones = match (self.config.phones, phones) {
+            (0, _) | (_, None) => None,
+            (_, Some(p)) if p.len() != frames => {
+                return Err(VocoderError::Shape {
+                    what: "mel decoder phones [frames]",
+                    expected: format!("{frames} phones"),
+                    found: vec![p.len()],
+                });
+            }
+            (_, Some(p)) => {
+                let ids: Vec<i64> = p.iter().map(|&id| i64::from(id)).collect();
+                Some(Tensor::<2, Int>::from_data(
+                    TensorData::new(ids, [1, frames]),
+                    &self.device,
+                ))
+            }
+        };
         let n_q = codes.len().min(self.model.n_q());
         let flat: Vec<i64> = codes[..n_q]
             .iter()
@@ -184,7 +219,7 @@ impl MelSpeech {
             .collect();
         let x: Tensor<3, Int> =
             Tensor::from_data(TensorData::new(flat, [n_q, 1, frames]), &self.device);
-        let mel = self.model.forward(x)?; // [1, n_mels, F]
+        let mel = self.model.forward_with_phones(x, phones)?; // [1, n_mels, F]
         let [_, n_mels, mel_frames] = mel.dims();
         let mel = mel
             .reshape([n_mels, mel_frames])
@@ -198,12 +233,17 @@ impl MelSpeech {
         Ok((mel, mel_frames))
     }
 
-    /// Samples of `codes`: `frames · codec_hop` at [`Self::sample_rate`].
+    /// Samples of `codes` (and, for a decoder with a phone input, `phones`: one per frame):
+    /// `frames · codec_hop` at [`Self::sample_rate`].
     ///
     /// # Errors
     /// As [`MelSpeech::log_mel`], the vocoder and Griffin-Lim.
-    pub fn synthesize(&self, codes: &[Vec<u32>]) -> Result<Vec<f32>, VocoderError> {
-        let (mel, mel_frames) = self.log_mel(codes)?;
+    pub fn synthesize(
+        &self,
+        codes: &[Vec<u32>],
+        phones: Option<&[u32]>,
+    ) -> Result<Vec<f32>, VocoderError> {
+        let (mel, mel_frames) = self.log_mel(codes, phones)?;
         let n_mels = self.config.mel.n_mels;
         let len = mel_frames * self.config.mel.hop_length;
         let mut wave = match &self.renderer {

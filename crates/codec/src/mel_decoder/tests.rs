@@ -103,6 +103,7 @@ fn utterance(frames: usize, n_q: usize, u: usize, n_mels: usize, seed: u32) -> M
         frames,
         mel,
         mel_frames: frames * u,
+        phones: None,
     }
 }
 
@@ -220,10 +221,12 @@ fn speech_has_codec_hop_samples_per_frame_and_refuses_another_mel() {
             &device,
         )
         .unwrap();
-        let wave = speech.synthesize(&rows).unwrap();
+        let wave = speech.synthesize(&rows, None).unwrap();
         assert_eq!(wave.len(), 7 * 128);
         assert!(wave.iter().all(|v| v.is_finite()));
-        let ragged = speech.synthesize(&[vec![1; 7], vec![1; 6]]).unwrap_err();
+        let ragged = speech
+            .synthesize(&[vec![1; 7], vec![1; 6]], None)
+            .unwrap_err();
         assert!(ragged.to_string().contains("codes"), "{ragged}");
     }
     let other = VocosConfig::tiny().with_n_mels(24);
@@ -271,7 +274,7 @@ fn span_renders_as_whole(vocoder: Vocoder, device: &Device) {
                 .collect()
         })
         .collect();
-    let whole = speech.synthesize(&rows).unwrap();
+    let whole = speech.synthesize(&rows, None).unwrap();
     let scale = whole.iter().fold(0f32, |m, v| m.max(v.abs()));
     assert!(scale > 0.0);
     let context = speech.context_frames().unwrap();
@@ -280,7 +283,9 @@ fn span_renders_as_whole(vocoder: Vocoder, device: &Device) {
     let span = |from: usize, to: usize, c: usize| {
         let (lo, hi) = (from.saturating_sub(c), (to + c).min(frames));
         let window: Vec<Vec<u32>> = rows.iter().map(|r| r[lo..hi].to_vec()).collect();
-        let samples = speech.synthesize_span(&window, from - lo, to - lo).unwrap();
+        let samples = speech
+            .synthesize_span(&window, None, from - lo, to - lo)
+            .unwrap();
         assert_eq!(samples.len(), (to - from) * hop);
         samples
             .iter()
@@ -294,8 +299,13 @@ fn span_renders_as_whole(vocoder: Vocoder, device: &Device) {
     }
     // Less context changes the interior spans' edges: the bound is not loose by construction.
     assert!(span(30, 34, 2) > 1e-3);
-    assert!(speech.synthesize_span(&rows, 10, 65).is_err());
-    assert!(speech.synthesize_span(&rows, 5, 5).unwrap().is_empty());
+    assert!(speech.synthesize_span(&rows, None, 10, 65).is_err());
+    assert!(
+        speech
+            .synthesize_span(&rows, None, 5, 5)
+            .unwrap()
+            .is_empty()
+    );
     let gl = MelSpeech::new(
         config.clone(),
         config.init(&device).unwrap(),
@@ -304,4 +314,159 @@ fn span_renders_as_whole(vocoder: Vocoder, device: &Device) {
     )
     .unwrap();
     assert_eq!(gl.context_frames(), None);
+}
+
+#[test]
+fn frame_phones_follow_the_durations_and_end_with_no_phone() {
+    let config = tiny(1, 128).with_phones(5);
+    assert_eq!(
+        config.frame_phones(&[2, 0, 4], &[2, 1, 2], 7),
+        [2, 2, 0, 4, 4, 5, 5]
+    );
+    // Durations past the frames are cut; lengths that disagree leave every frame untold.
+    assert_eq!(config.frame_phones(&[2, 0], &[3, 3], 4), [2, 2, 2, 0]);
+    assert_eq!(config.frame_phones(&[2, 0], &[3], 3), [5, 5, 5]);
+}
+
+fn phone_ids(ids: Vec<i64>, device: &Device) -> Tensor<2, Int> {
+    let n = ids.len();
+    Tensor::from_data(TensorData::new(ids, [1, n]), device)
+}
+
+#[test]
+fn a_decoder_with_a_phone_input_needs_its_phones_and_hears_them_locally() {
+    let device = Device::flex();
+    let config = tiny(1, 128).with_phones(5);
+    let model = config.init(&device).unwrap();
+    assert_eq!(model.phones(), 5);
+    assert_eq!(tiny(1, 128).init(&device).unwrap().phones(), 0);
+    let x = codes(&[vec![3; 40]], &device);
+    let none = model.forward(x.clone()).unwrap_err();
+    assert!(none.to_string().contains("phones"), "{none}");
+    let range = model
+        .forward_with_phones(x.clone(), Some(phone_ids(vec![6; 40], &device)))
+        .unwrap_err();
+    assert!(range.to_string().contains("0..=5"), "{range}");
+    let short = model
+        .forward_with_phones(x.clone(), Some(phone_ids(vec![1; 39], &device)))
+        .unwrap_err();
+    assert!(short.to_string().contains("[1, 40]"), "{short}");
+    let out = |ids: Vec<i64>| {
+        model
+            .forward_with_phones(x.clone(), Some(phone_ids(ids, &device)))
+            .unwrap()
+            .into_data()
+            .iter::<f32>()
+            .collect::<Vec<_>>()
+    };
+    let base = vec![1i64; 40];
+    let a = out(base.clone());
+    let mut changed = base;
+    changed[20] = 5; // "no phone" is an id like any other
+    let b = out(changed);
+    let (n_mels, frames) = (config.mel.n_mels, 80);
+    let moved: Vec<usize> = (0..frames)
+        .filter(|&t| (0..n_mels).any(|m| (a[m * frames + t] - b[m * frames + t]).abs() > 1e-6))
+        .collect();
+    assert!(!moved.is_empty(), "the phone changed nothing");
+    assert!(moved.iter().all(|&t| t.abs_diff(41) < 30), "{moved:?}");
+}
+
+/// Utterances whose codes are all 0 and whose log-mel is a function of the phone alone: only
+/// a decoder that reads the phones can fit them.
+fn phone_utterances(config: &MelDecoderConfig, count: u32) -> Vec<MelUtterance> {
+    let (u, m, frames) = (config.upsample(), config.mel.n_mels, 24);
+    (0..count)
+        .map(|s| {
+            let phones: Vec<u32> = (0..frames as u32).map(|t| (t / 3 + s) % 5).collect();
+            let mut mel = Vec::with_capacity(frames * u * m);
+            for t in 0..frames * u {
+                let p = phones[t / u] as f32;
+                mel.extend((0..m).map(|band| -3.0 + 0.4 * p * (1.0 + (band % 2) as f32)));
+            }
+            MelUtterance {
+                codes: vec![0; config.n_q * frames],
+                frames,
+                mel,
+                mel_frames: frames * u,
+                phones: Some(phones),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn batches_crop_the_phones_with_the_codes_and_pad_with_no_phone() {
+    let device = Device::flex();
+    let config = tiny(1, 128).with_phones(5);
+    let mut utts = phone_utterances(&config, 1);
+    // Codes that give away the crop offset.
+    utts[0].codes = (0..24).collect();
+    let mut short = utts[0].clone();
+    short.frames = 4;
+    short.codes.truncate(4);
+    short.mel.truncate(4 * 2 * config.mel.n_mels);
+    short.mel_frames = 8;
+    short.phones = Some(vec![1, 2, 3, 4]);
+    let data = MelData::new(vec![utts[0].clone(), short], &config, 10, 2, 3).unwrap();
+    let batch = data.batch(1, 0, &device).unwrap();
+    let c = batch.codes.into_data().iter::<i64>().collect::<Vec<_>>();
+    let p = batch
+        .phones
+        .expect("a phone decoder's batch has phones")
+        .into_data()
+        .iter::<i64>()
+        .collect::<Vec<_>>();
+    for b in 0..2 {
+        if c[b * 10 + 5] == c[b * 10 + 4] {
+            // The short one: its phones, then "no phone".
+            assert_eq!(&p[b * 10..b * 10 + 10], &[1, 2, 3, 4, 5, 5, 5, 5, 5, 5]);
+        } else {
+            let first = c[b * 10] as usize;
+            let want: Vec<i64> = (first..first + 10)
+                .map(|t| i64::from(utts[0].phones.as_ref().unwrap()[t]))
+                .collect();
+            assert_eq!(&p[b * 10..b * 10 + 10], &want[..]);
+        }
+    }
+    // A phone decoder refuses utterances without phones.
+    let mut bare = utts[0].clone();
+    bare.phones = None;
+    let e = MelData::new(vec![bare], &config, 10, 1, 0).unwrap_err();
+    assert!(e.to_string().contains("phones"), "{e}");
+}
+
+#[test]
+fn only_a_decoder_that_reads_the_phones_fits_a_mel_the_codes_do_not_carry() {
+    let device = Device::flex();
+    let fit = |config: MelDecoderConfig| {
+        let utts = phone_utterances(&config.clone().with_phones(5), 4);
+        let data = || MelData::new(utts.clone(), &config, 12, 4, 1).unwrap();
+        let task = MelDecoderTask::new(config.clone(), data());
+        let batch = data().batch(0, 0, &device).unwrap();
+        let l0 = task
+            .l1(&task.init_model(&device).unwrap(), &batch)
+            .unwrap()
+            .into_scalar::<f32>();
+        let dir = tempfile::tempdir().unwrap();
+        let mut train = TrainConfig {
+            max_steps: 150,
+            checkpoint_every: 0,
+            tensorboard: false,
+            ..TrainConfig::default()
+        };
+        train.optimizer.lr = 3e-3;
+        let check = MelDecoderTask::new(config.clone(), data());
+        let outcome = Trainer::new(train, task, dir.path(), &device)
+            .run(&mut ())
+            .unwrap();
+        let l1 = check.l1(&outcome.model.valid(), &batch).unwrap();
+        l1.into_scalar::<f32>() / l0
+    };
+    device.seed(1);
+    let told = fit(tiny(1, 128).with_phones(5));
+    device.seed(1);
+    let untold = fit(tiny(1, 128));
+    assert!(told < 0.3, "with phones: L1 fell to {told} of its start");
+    assert!(untold > 2.0 * told, "without phones {untold}, with {told}");
 }

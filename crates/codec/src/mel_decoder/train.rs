@@ -1,14 +1,15 @@
 //! Training the codes → log-mel decoder through `voxspec-train`: each recording's codes (the
 //! codec's own, or the RVQ-1 with layers above filled in by a NAR model, `voxspec codec fill`)
 //! against the recording's log-mel, L1 over the valid frames. The log-mels are computed once,
-//! when the data is loaded, with the vocoder's front end.
+//! when the data is loaded, with the vocoder's front end. A decoder with a phone input reads
+//! each frame's phone from the recording's forced alignment.
 
 use std::path::Path;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rayon::prelude::*;
 use voxspec_audio::LogMel;
-use voxspec_data::{Progress, TokenStore, Utterance};
+use voxspec_data::{Progress, TextTokenizer, TokenStore, Utterance, alignment_frames};
 use voxspec_train::weights::{load_weights, read_model_config, save_weights, write_model_config};
 use voxspec_train::{BatchSource, Losses, TrainError, TrainTask};
 
@@ -30,22 +31,46 @@ pub struct MelUtterance {
     pub mel: Vec<f32>,
     /// Mel frames.
     pub mel_frames: usize,
+    /// The phone id of each code frame (`[frames]`), for a decoder with a phone input.
+    pub phones: Option<Vec<u32>>,
 }
 
 /// Reads the codes of `utterances` from `store` (its first `config.n_q` layers) and computes
-/// the log-mel of each recording with `config.mel`.
+/// the log-mel of each recording with `config.mel`; for a decoder with a phone input, each
+/// frame's phone from the utterance's alignment, encoded by `tokenizer` (phonemic, of
+/// `config.phones` ids).
 ///
 /// # Errors
 /// [`VocoderError::InvalidConfig`] for a store of another codebook or frame rate, fewer layers
-/// than `config.n_q`, an utterance it lacks, or codes and audio whose lengths disagree by more
-/// than two frames (naming the utterance); [`VocoderError::Audio`] for unreadable audio.
+/// than `config.n_q`, an utterance it lacks, codes and audio whose lengths disagree by more
+/// than two frames, or (phone input) no phonemic tokenizer of `config.phones` ids, an
+/// utterance without an alignment or one that does not match its codes (naming the
+/// utterance); [`VocoderError::Audio`] for unreadable audio.
 pub fn load_mel_split(
     utterances: &[Utterance],
     store: &TokenStore,
     config: &MelDecoderConfig,
+    tokenizer: Option<&TextTokenizer>,
     progress: &dyn Progress,
     what: &str,
 ) -> Result<Vec<MelUtterance>, VocoderError> {
+    let tokenizer = match (config.phones, tokenizer) {
+        (0, _) => None,
+        (n, Some(t)) if t.is_phonemic() && t.vocab_size() == n => Some(t),
+        (n, t) => {
+            return Err(VocoderError::InvalidConfig {
+                field: "phones",
+                reason: format!(
+                    "the decoder reads {n} phone ids; the tokenizer given {}",
+                    match t {
+                        None => "is none".to_string(),
+                        Some(t) if !t.is_phonemic() => "is not phonemic".to_string(),
+                        Some(t) => format!("has {}", t.vocab_size()),
+                    }
+                ),
+            });
+        }
+    };
     let meta = store.meta();
     let rate = config.mel.sample_rate;
     let frame_rate = rate as f32 / config.codec_hop as f32;
@@ -94,6 +119,23 @@ pub fn load_mel_split(
                     ),
                 });
             }
+            let phones = match tokenizer {
+                None => None,
+                Some(t) => {
+                    let bad = |reason: String| VocoderError::InvalidConfig {
+                        field: "phones",
+                        reason: format!("utterance {}: {reason}", u.id),
+                    };
+                    let a = u.alignment.as_ref().ok_or_else(|| {
+                        bad("has no phone alignment (`voxspec align` makes one)".into())
+                    })?;
+                    let durations =
+                        alignment_frames(&a.ends, f64::from(frame_rate), codes.n_frames)
+                            .map_err(bad)?;
+                    let ids = t.encode_phones(&a.phones).map_err(|e| bad(e.to_string()))?;
+                    Some(config.frame_phones(&ids, &durations, codes.n_frames))
+                }
+            };
             let mel = front.compute(&audio.samples);
             let mel_frames = mel.len() / n_mels;
             progress.inc(1);
@@ -102,6 +144,7 @@ pub fn load_mel_split(
                 frames: codes.n_frames,
                 mel,
                 mel_frames,
+                phones,
             })
         })
         .collect::<Result<Vec<_>, VocoderError>>();
@@ -118,6 +161,8 @@ pub struct MelBatch {
     pub target: Tensor<3>,
     /// `[batch, 1, frames · u]`: 1 on frames of the recording, 0 on padding.
     pub mask: Tensor<3>,
+    /// `[batch, frames]` phone ids (padding: "no phone"), for a decoder with a phone input.
+    pub phones: Option<Tensor<2, Int>>,
 }
 
 /// A deterministic batch plan: epoch `e` visits the utterances in a seeded order; each is
@@ -127,6 +172,7 @@ pub struct MelBatch {
 pub struct MelData {
     utterances: Vec<MelUtterance>,
     n_q: usize,
+    phones: usize,
     n_mels: usize,
     upsample: usize,
     log_floor: f32,
@@ -139,8 +185,8 @@ impl MelData {
     /// A plan over `utterances` for a decoder of `config`, crops of `segment` code frames.
     ///
     /// # Errors
-    /// [`VocoderError::InvalidConfig`] when there are no utterances or the segment or batch
-    /// size is 0.
+    /// [`VocoderError::InvalidConfig`] when there are no utterances, the segment or batch
+    /// size is 0, or the decoder reads phones and an utterance has none.
     pub fn new(
         utterances: Vec<MelUtterance>,
         config: &MelDecoderConfig,
@@ -155,9 +201,18 @@ impl MelData {
                     .into(),
             });
         }
+        if config.phones > 0
+            && let Some(u) = utterances.iter().position(|u| u.phones.is_none())
+        {
+            return Err(VocoderError::InvalidConfig {
+                field: "phones",
+                reason: format!("the decoder reads phones and utterance {u} has none"),
+            });
+        }
         Ok(Self {
             utterances,
             n_q: config.n_q,
+            phones: config.phones,
             n_mels: config.mel.n_mels,
             upsample: config.upsample(),
             log_floor: config.mel.log_floor.ln(),
@@ -194,6 +249,7 @@ impl BatchSource<MelBatch> for MelData {
         let mut codes = vec![0i64; self.n_q * b_n * f];
         let mut target = vec![self.log_floor; b_n * m * f * u];
         let mut mask = vec![0.0f32; b_n * f * u];
+        let mut phones = vec![self.phones as i64; b_n * f];
         for b in 0..b_n {
             let k = order[(index * b_n + b) % order.len()];
             let utt = &self.utterances[k];
@@ -212,6 +268,11 @@ impl BatchSource<MelBatch> for MelData {
                     codes[dst + t] = i64::from(row[(first + t).min(utt.frames - 1)]);
                 }
             }
+            if let Some(p) = &utt.phones {
+                for (t, &id) in p.iter().skip(first).take(f).enumerate() {
+                    phones[b * f + t] = i64::from(id);
+                }
+            }
             let m0 = first * u;
             let valid = (f * u)
                 .min(utt.mel_frames.saturating_sub(m0))
@@ -228,6 +289,8 @@ impl BatchSource<MelBatch> for MelData {
             codes: Tensor::from_data(TensorData::new(codes, [self.n_q, b_n, f]), device),
             target: Tensor::from_data(TensorData::new(target, [b_n, m, f * u]), device),
             mask: Tensor::from_data(TensorData::new(mask, [b_n, 1, f * u]), device),
+            phones: (self.phones > 0)
+                .then(|| Tensor::from_data(TensorData::new(phones, [b_n, f]), device)),
         })
     }
 }
@@ -273,7 +336,8 @@ impl MelDecoderTask {
     /// # Errors
     /// As [`MelDecoder::forward`].
     pub fn l1(&self, model: &MelDecoder, batch: &MelBatch) -> Result<Tensor<1>, VocoderError> {
-        let pred = model.forward(batch.codes.clone())?; // [batch, n_mels, frames · u]
+        // [batch, n_mels, frames · u]
+        let pred = model.forward_with_phones(batch.codes.clone(), batch.phones.clone())?;
         let n_mels = pred.dims()[1] as f64;
         let diff = (pred - batch.target.clone()).abs() * batch.mask.clone();
         let count = batch.mask.clone().sum().mul_scalar(n_mels).clamp_min(1.0);
