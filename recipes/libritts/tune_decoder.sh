@@ -9,12 +9,12 @@
 #                    valid) → <exp>/codec-tuned; use it with `synthesize --codec`, or copy it
 #                    over the experiment's codec
 #   stage 2  mel     a codes → log-mel decoder (`voxspec codec train-mel`) of the first
-#                    --mel-layers RVQ layers (default: every layer; 1: RVQ-1 alone, which the AR model
-#                    writes, so synthesis runs no NAR stage) on the recordings' own codes
+#                    --mel-layers RVQ layers (default 1: RVQ-1 alone, which the AR model writes,
+#                    so synthesis runs no NAR stage), told each frame's phone (the data's
+#                    alignments in training, the durations the aligned AR model speaks at
+#                    synthesis; --no-mel-phones: codes alone), on the recordings' own codes
 #                    (<exp>/tokens, --mel-steps); with more layers then fitted to <exp>/fill
-#                    (--mel-fill-steps); with --mel-phones also told each frame's phone (the
-#                    data's alignments in training, the durations the aligned AR model speaks
-#                    at synthesis)
+#                    (--mel-fill-steps)
 #                    → <exp>/mel_decoder, which synthesize, serve and the bench of <exp> then
 #                    render with instead of the codec's decoder
 #   stage 3  vocoder a vocoder of that log-mel trained on the recordings (`voxspec vocoder
@@ -35,9 +35,9 @@ stage=0
 stop_stage=100
 exp=exp/kathleen
 steps=1500
-mel_layers=""
-mel_phones=false
-mel_steps=1200
+mel_layers=1
+mel_phones=true
+mel_steps=1600
 mel_fill_steps=1000
 vocoder_steps=1500
 vocoder_phase_steps=1500
@@ -52,13 +52,13 @@ Usage: $0 [options]
   --exp DIR          the main job's experiment (default exp/kathleen): data/, tokens/, nar/,
                      codec (a link to the codec its codes came from)
   --steps N          decoder training steps (default 1500: about 35 minutes on 2 cores)
-  --mel-layers N     RVQ layers the mel decoder reads (default: all; the NAR runs only the stages
-                     for them at synthesis: 1 makes the pipeline about twice as fast and costs
-                     about 3 points of WER, see docs/codecs.md)
-  --mel-phones       the mel decoder also reads each frame's phone (needs the data's alignments
-                     and an aligned AR model; with --mel-layers 1 it keeps the words the NAR's
-                     layers carry, see docs/codecs.md)
-  --mel-steps N      mel decoder steps on the recordings' codes (default 1200: 25 minutes)
+  --mel-layers N     RVQ layers the mel decoder reads (default 1; the NAR runs only the stages
+                     for them at synthesis, so 1 runs none: half the pipeline's time)
+  --no-mel-phones    the mel decoder reads codes alone (by default it also reads each frame's
+                     phone, which needs the data's alignments and an aligned AR model; without
+                     them one layer costs about 3 points of WER, with them it gains about 13;
+                     see docs/codecs.md)
+  --mel-steps N      mel decoder steps on the recordings' codes (default 1600: 40 minutes)
   --mel-fill-steps N with --mel-layers above 1, steps on the filled codes (default 1000)
   --vocoder-steps N  vocoder steps on the recordings (default 1500: 18 minutes)
   --vocoder-phase-steps N
@@ -75,7 +75,7 @@ while [ $# -gt 0 ]; do
     --exp) exp="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --mel-layers) mel_layers="$2"; shift 2 ;;
-    --mel-phones) mel_phones=true; shift ;;
+    --no-mel-phones) mel_phones=false; shift ;;
     --mel-steps) mel_steps="$2"; shift 2 ;;
     --mel-fill-steps) mel_fill_steps="$2"; shift 2 ;;
     --vocoder-steps) vocoder_steps="$2"; shift 2 ;;
@@ -120,10 +120,10 @@ if run_stage 1 tune; then
 fi
 
 if run_stage 2 mel; then
-  log "Stage 2 (mel): a mel decoder of ${mel_layers:-every} RVQ layer(s), $mel_steps steps on $exp/tokens"
-  layers=(); [ -n "$mel_layers" ] && layers=(--layers "$mel_layers")
+  log "Stage 2 (mel): a mel decoder of $mel_layers RVQ layer(s) (phones: $mel_phones), $mel_steps steps on $exp/tokens"
+  layers=(--layers "$mel_layers")
   if $mel_phones; then layers+=(--phones); fi
-  fit_fill=true; [ "${mel_layers:-2}" -gt 1 ] || fit_fill=false
+  fit_fill=true; [ "$mel_layers" -gt 1 ] || fit_fill=false
   # A finished run has its model; an interrupted one resumes with its saved settings.
   if [ ! -f "$exp/mel-codes/model.safetensors" ]; then
     vx codec train-mel --data "$exp/data" --codes "$exp/tokens" --out "$exp/mel-codes" \

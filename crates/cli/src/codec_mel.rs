@@ -130,8 +130,8 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
                     meta.n_q
                 );
                 let phones = match args.phones {
-                    true => read_tokenizer(&args.data)?.vocab_size(),
-                    false => 0,
+                    true => Some(read_tokenizer(&args.data)?.vocab_size()),
+                    false => None,
                 };
                 let c = MelDecoderConfig::for_vocoder(layers, meta.codebook_size as usize, hop, v)
                     .with_phones(phones)
@@ -153,7 +153,7 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
     })?;
     let run = run.settings;
     let config = run.model.clone();
-    let tokenizer = match config.phones {
+    let tokenizer = match config.phone_vocab() {
         0 => None,
         _ => {
             let tokenizer = read_tokenizer(&args.data)?;
@@ -212,7 +212,7 @@ pub fn train(args: TrainMelArgs) -> anyhow::Result<()> {
         config.mel.n_mels,
         config.upsample(),
         config.dim,
-        config.phones,
+        config.phone_vocab(),
         run.segment_frames,
         run.batch_size
     );

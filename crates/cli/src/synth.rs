@@ -172,14 +172,17 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
         );
         println!(
             "AR: TPT {:.2} ms/token, LM RTF {:.3}, {:.3} forward passes per token ({} forwards); \
-             NAR + {} {:.2} s",
+             {} {:.2} s",
             1e3 * out.ar_seconds / g.tokens.len() as f64,
             out.ar_seconds / seconds.max(1e-9),
             forwards as f64 / g.tokens.len() as f64,
             forwards,
             match &pipeline.mel {
-                Some(mel) => format!("mel decoder + {}", mel.renderer().name()),
-                None => "codec".into(),
+                Some(mel) if pipeline.synthesis_layers() <= 1 => {
+                    format!("mel decoder + {}", mel.renderer().name())
+                }
+                Some(mel) => format!("NAR + mel decoder + {}", mel.renderer().name()),
+                None => "NAR + codec".into(),
             },
             out.rest_seconds
         );

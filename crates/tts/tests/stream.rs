@@ -322,11 +322,7 @@ fn mel_vocoder_paths(
         codec_config.hop_length(),
         &vocoder,
     )
-    .with_phones(if phones {
-        plain.tokenizer.vocab_size()
-    } else {
-        0
-    })
+    .with_phones(phones.then(|| plain.tokenizer.vocab_size()))
     .with_dim(32)
     .with_intermediate_dim(64)
     .with_n_code_blocks(2)

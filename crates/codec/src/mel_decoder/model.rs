@@ -63,9 +63,9 @@ pub struct MelDecoderConfig {
     #[config(default = 2)]
     pub n_mel_blocks: usize,
     /// Phone vocabulary of the phone input (the text tokenizer's size; id `phones` is "no
-    /// phone", after the speech ends); 0 for a decoder of codes alone.
-    #[config(default = 0)]
-    pub phones: usize,
+    /// phone", after the speech ends); `None` (or 0) for a decoder of codes alone.
+    #[config(default = "None")]
+    pub phones: Option<usize>,
 }
 
 impl MelDecoderConfig {
@@ -84,7 +84,7 @@ impl MelDecoderConfig {
     /// per token (frames past their sum, and every frame when the lengths differ, get the
     /// "no phone" id `phones`).
     pub fn frame_phones(&self, text: &[u32], durations: &[u32], frames: usize) -> Vec<u32> {
-        let end = self.phones as u32;
+        let end = self.phone_vocab() as u32;
         let mut out = Vec::with_capacity(frames);
         if text.len() == durations.len() {
             for (&p, &d) in text.iter().zip(durations) {
@@ -94,6 +94,11 @@ impl MelDecoderConfig {
         }
         out.resize(frames, end);
         out
+    }
+
+    /// Phone vocabulary of the phone input; 0 for a decoder of codes alone.
+    pub fn phone_vocab(&self) -> usize {
+        self.phones.unwrap_or(0)
     }
 
     /// Mel frames per code frame.
@@ -186,8 +191,8 @@ impl MelDecoderConfig {
             mel_blocks: (0..self.n_mel_blocks).map(|_| block()).collect(),
             final_norm: LayerNormConfig::new(dim).with_epsilon(1e-6).init(device),
             head: LinearConfig::new(dim, self.mel.n_mels).init(device),
-            phone_embedding: (self.phones > 0)
-                .then(|| EmbeddingConfig::new(self.phones + 1, dim).init(device)),
+            phone_embedding: (self.phone_vocab() > 0)
+                .then(|| EmbeddingConfig::new(self.phone_vocab() + 1, dim).init(device)),
             codebook_size: self.codebook_size,
             upsample_factor: u,
         })

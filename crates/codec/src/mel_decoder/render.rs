@@ -105,7 +105,7 @@ impl MelSpeech {
 
     /// Phone vocabulary of the decoder's phone input; 0 when it reads codes alone.
     pub fn phones(&self) -> usize {
-        self.config.phones
+        self.config.phone_vocab()
     }
 
     /// The phone id of each of `frames` frames of `text` spoken for `durations` frames per
@@ -195,7 +195,7 @@ impl MelSpeech {
                 found: codes.iter().map(Vec::len).collect(),
             });
         }
-        let phones = match (self.config.phones, phones) {
+        let phones = match (self.config.phone_vocab(), phones) {
             (0, _) | (_, None) => None,
             (_, Some(p)) if p.len() != frames => {
                 return Err(VocoderError::Shape {

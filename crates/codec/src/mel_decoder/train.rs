@@ -38,12 +38,12 @@ pub struct MelUtterance {
 /// Reads the codes of `utterances` from `store` (its first `config.n_q` layers) and computes
 /// the log-mel of each recording with `config.mel`; for a decoder with a phone input, each
 /// frame's phone from the utterance's alignment, encoded by `tokenizer` (phonemic, of
-/// `config.phones` ids).
+/// [`MelDecoderConfig::phone_vocab`] ids).
 ///
 /// # Errors
 /// [`VocoderError::InvalidConfig`] for a store of another codebook or frame rate, fewer layers
 /// than `config.n_q`, an utterance it lacks, codes and audio whose lengths disagree by more
-/// than two frames, or (phone input) no phonemic tokenizer of `config.phones` ids, an
+/// than two frames, or (phone input) no phonemic tokenizer of that many ids, an
 /// utterance without an alignment or one that does not match its codes (naming the
 /// utterance); [`VocoderError::Audio`] for unreadable audio.
 pub fn load_mel_split(
@@ -54,7 +54,7 @@ pub fn load_mel_split(
     progress: &dyn Progress,
     what: &str,
 ) -> Result<Vec<MelUtterance>, VocoderError> {
-    let tokenizer = match (config.phones, tokenizer) {
+    let tokenizer = match (config.phone_vocab(), tokenizer) {
         (0, _) => None,
         (n, Some(t)) if t.is_phonemic() && t.vocab_size() == n => Some(t),
         (n, t) => {
@@ -201,7 +201,7 @@ impl MelData {
                     .into(),
             });
         }
-        if config.phones > 0
+        if config.phone_vocab() > 0
             && let Some(u) = utterances.iter().position(|u| u.phones.is_none())
         {
             return Err(VocoderError::InvalidConfig {
@@ -212,7 +212,7 @@ impl MelData {
         Ok(Self {
             utterances,
             n_q: config.n_q,
-            phones: config.phones,
+            phones: config.phone_vocab(),
             n_mels: config.mel.n_mels,
             upsample: config.upsample(),
             log_floor: config.mel.log_floor.ln(),
