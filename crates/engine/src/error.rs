@@ -53,6 +53,12 @@ pub enum EngineError {
         /// The name given.
         name: String,
     },
+    /// An input of the wrong shape or out of range.
+    #[error("bad input: {detail}")]
+    Input {
+        /// What is wrong, with the values involved.
+        detail: String,
+    },
     /// Loading the model directory failed.
     #[error("loading {path}: {detail}")]
     Load {

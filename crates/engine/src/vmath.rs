@@ -33,6 +33,41 @@ pub fn softmax_scaled(s: &mut [f32], scale: f32) {
     }
 }
 
+/// `erf(x)` by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7 in exact arithmetic)
+/// through [`exp`], branch-free so a slice of them vectorises.
+#[inline(always)]
+pub fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152 + t * 1.061_405_4))));
+    (1.0 - poly * exp(-a * a)).copysign(x)
+}
+
+/// GELU, erf form (`x · (1 + erf(x / √2)) / 2`, as Burn's `gelu`), of every value in place.
+pub fn gelu_in_place(x: &mut [f32]) {
+    match Kernel::detect().widening() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx512` is detected only on CPUs with AVX-512F.
+        Kernel::Avx512 => unsafe { gelu_avx512(x) },
+        _ => gelu_body(x),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gelu_avx512(x: &mut [f32]) {
+    gelu_body(x);
+}
+
+#[inline(always)]
+fn gelu_body(x: &mut [f32]) {
+    for v in x.iter_mut() {
+        *v = *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2)) * 0.5;
+    }
+}
+
 /// SwiGLU on a `[rows, 2·ff]` buffer holding `[gate | up]` per row: `out = silu(gate) · up`.
 ///
 /// # Shapes
@@ -143,6 +178,31 @@ fn swiglu_body(gate_up: &[f32], ff: usize, out: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn erf_and_gelu_match_libm() {
+        let xs: Vec<f32> = (-2000..=2000).map(|i| i as f32 / 250.0).collect();
+        for &x in &xs {
+            let (got, want) = (erf(x), libm::erff(x));
+            assert!((got - want).abs() < 4e-7, "erf({x}) = {got}, libm {want}");
+        }
+        let mut g = xs.clone();
+        gelu_in_place(&mut g);
+        let mut base = xs.clone();
+        gelu_body(&mut base);
+        for ((&x, &got), &b) in xs.iter().zip(&g).zip(&base) {
+            let want = crate::ops::gelu(x);
+            assert!(
+                (got - want).abs() < 4e-6 * x.abs().max(1.0),
+                "gelu({x}) = {got}, {want}"
+            );
+            assert_eq!(
+                got.to_bits(),
+                b.to_bits(),
+                "the AVX-512 build differs at {x}"
+            );
+        }
+    }
 
     #[test]
     fn silu_saturates_both_ways() {

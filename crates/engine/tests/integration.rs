@@ -6,4 +6,5 @@
 mod multistream_parity;
 mod nar_parity;
 mod parity;
+mod render_parity;
 mod weight_format_parity;

@@ -19,7 +19,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use voxspec_audio::Audio;
 use voxspec_codec::{MelSpeech, SpeechTokenizer, SpeechTokenizerConfig, load_codec};
 use voxspec_data::TextTokenizer;
-use voxspec_engine::NativeNar;
+use voxspec_engine::{NativeMelSpeech, NativeNar, WeightFormat};
 use voxspec_infer::{Decoder, Generation, Limits, Request, SamplerConfig};
 use voxspec_mtp::{FrameTrack, MtpModel, NarModel, TtsPrompt, load_mtp, load_nar};
 
@@ -125,6 +125,11 @@ pub struct Pipeline {
     pub codec_config: SpeechTokenizerConfig,
     /// The mel decoder and its renderer, when they replace the codec's decoder.
     pub mel: Option<MelSpeech>,
+    /// The mel decoder and its vocoder on the native engine (with a native
+    /// [`ModelPaths::engine`] and a vocoder that does not refine its phase): what renders the
+    /// codes then. Its weights are stored as the AR engine's (bf16 for int8: the renderer's
+    /// convolutions are not quantized).
+    pub mel_engine: Option<NativeMelSpeech>,
 }
 
 /// A reference recording: its codes `[n_q][frames]` and, when known, its transcript's ids.
@@ -243,6 +248,15 @@ impl Pipeline {
             }
             None => None,
         };
+        let mel_engine = match (&mel, &paths.mel_decoder, paths.engine.weight_format()) {
+            (Some(mel), Some(dir), Some(format)) if NativeMelSpeech::runs(mel) => Some(
+                NativeMelSpeech::from_burn(mel, render_format(format)).map_err(TtsError::load(
+                    "the mel decoder onto the native engine",
+                    dir,
+                ))?,
+            ),
+            _ => None,
+        };
         Ok(Self {
             device: device.clone(),
             tokenizer,
@@ -253,6 +267,7 @@ impl Pipeline {
             codec,
             codec_config,
             mel,
+            mel_engine,
         })
     }
 
@@ -748,6 +763,11 @@ impl Pipeline {
         from: usize,
         to: usize,
     ) -> Result<Vec<f32>> {
+        if let Some(engine) = &self.mel_engine {
+            return engine
+                .synthesize_span(codes, phones, from, to)
+                .map_err(TtsError::stage("the mel decoder"));
+        }
         let mel = self
             .mel
             .as_ref()
@@ -763,6 +783,11 @@ impl Pipeline {
     /// # Errors
     /// The codec's or the mel decoder's, naming its stage; [`TtsError::TensorRead`].
     pub fn decode_codes(&self, codes: &[Vec<u32>], phones: Option<&[u32]>) -> Result<Vec<f32>> {
+        if let Some(engine) = &self.mel_engine {
+            return engine
+                .synthesize(codes, phones)
+                .map_err(TtsError::stage("the mel decoder"));
+        }
         if let Some(mel) = &self.mel {
             return mel
                 .synthesize(codes, phones)
@@ -795,6 +820,15 @@ impl Pipeline {
             TensorData::new(flat, [codes.len(), 1, to - from]),
             &self.device,
         )
+    }
+}
+
+/// The weight format of the native renderer for the AR engine's `format`: the same, but bf16
+/// for int8 (weight-only int8 is measured on the language models only).
+fn render_format(format: WeightFormat) -> WeightFormat {
+    match format {
+        WeightFormat::Int8 => WeightFormat::Bf16,
+        f => f,
     }
 }
 

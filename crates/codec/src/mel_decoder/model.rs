@@ -34,7 +34,7 @@ use burn::tensor::{Device, Int, Tensor};
 use voxspec_audio::MelConfig;
 
 use crate::error::VocoderError;
-use crate::vocoder::{ConvNextBlock, VocosConfig};
+use crate::vocoder::{ConvNextBlock, NORM_EPSILON, VocosConfig};
 
 /// Shape of a [`MelDecoder`] and the mel front end its output matches.
 #[derive(Config, Debug, PartialEq)]
@@ -182,14 +182,18 @@ impl MelDecoderConfig {
                     self.kernel_size / 2,
                 ))
                 .init(device),
-            norm: LayerNormConfig::new(dim).with_epsilon(1e-6).init(device),
+            norm: LayerNormConfig::new(dim)
+                .with_epsilon(NORM_EPSILON)
+                .init(device),
             code_blocks: (0..self.n_code_blocks).map(|_| block()).collect(),
             upsample: ConvTranspose1dConfig::new([dim, dim], kernel)
                 .with_stride(u)
                 .with_padding(pad)
                 .init(device),
             mel_blocks: (0..self.n_mel_blocks).map(|_| block()).collect(),
-            final_norm: LayerNormConfig::new(dim).with_epsilon(1e-6).init(device),
+            final_norm: LayerNormConfig::new(dim)
+                .with_epsilon(NORM_EPSILON)
+                .init(device),
             head: LinearConfig::new(dim, self.mel.n_mels).init(device),
             phone_embedding: (self.phone_vocab() > 0)
                 .then(|| EmbeddingConfig::new(self.phone_vocab() + 1, dim).init(device)),

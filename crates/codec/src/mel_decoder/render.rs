@@ -114,6 +114,11 @@ impl MelSpeech {
         self.config.frame_phones(text, durations, frames)
     }
 
+    /// The decoder network.
+    pub fn model(&self) -> &MelDecoder {
+        &self.model
+    }
+
     /// The renderer.
     pub fn renderer(&self) -> &MelRenderer {
         &self.renderer

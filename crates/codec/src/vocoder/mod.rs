@@ -21,7 +21,7 @@ pub use griffin_lim::{
     GriffinLimConfig, GriffinLimOutput, MelInverse, PhaseRefinement, griffin_lim,
     griffin_lim_from_log_mel, pseudo_inverse, refine_phase, spectral_convergence,
 };
-pub use model::{ConvNextBlock, Vocos, VocosConfig};
+pub use model::{ConvNextBlock, NORM_EPSILON, Vocos, VocosConfig};
 pub use run::{DiscriminatorSize, VocoderRunSettings};
 pub use stft::TensorStft;
 pub use synth::{Vocoder, griffin_lim_resynthesize, vocoder_log_mel};

@@ -27,6 +27,9 @@ use crate::error::VocoderError;
 use crate::vocoder::griffin_lim::PhaseRefinement;
 use crate::vocoder::stft::TensorStft;
 
+/// ε of every layer norm of the vocoder and the mel decoder (what a native copy of them uses).
+pub const NORM_EPSILON: f64 = 1e-6;
+
 /// Vocos vocoder configuration: mel front end, iSTFT framing and backbone size.
 #[derive(Config, Debug, PartialEq)]
 pub struct VocosConfig {
@@ -208,11 +211,11 @@ impl VocosConfig {
                 .with_padding(pad)
                 .init(device),
             norm: LayerNormConfig::new(self.dim)
-                .with_epsilon(1e-6)
+                .with_epsilon(NORM_EPSILON)
                 .init(device),
             blocks,
             final_norm: LayerNormConfig::new(self.dim)
-                .with_epsilon(1e-6)
+                .with_epsilon(NORM_EPSILON)
                 .init(device),
             head: LinearConfig::new(self.dim, 2 * n_bins).init(device),
             n_mels: self.n_mels,
@@ -253,7 +256,9 @@ impl ConvNextBlock {
                 .with_groups(dim)
                 .with_padding(pad)
                 .init(device),
-            norm: LayerNormConfig::new(dim).with_epsilon(1e-6).init(device),
+            norm: LayerNormConfig::new(dim)
+                .with_epsilon(NORM_EPSILON)
+                .init(device),
             up: LinearConfig::new(dim, intermediate_dim).init(device),
             down: LinearConfig::new(intermediate_dim, dim).init(device),
             gamma: Param::from_tensor(Tensor::full([dim], layer_scale, device)),
