@@ -141,8 +141,8 @@ pub fn run(args: PipelineBenchArgs) -> anyhow::Result<()> {
 
 fn print_report(r: &PipelineReport) {
     println!(
-        "{} ({} threads), decoder {}, whole passes; first audio streamed",
-        r.cpu, r.threads, r.decoder
+        "{} ({} threads), decoder {} on {}, rendered by {}, whole passes; first audio streamed",
+        r.cpu, r.threads, r.decoder, r.engine, r.renderer
     );
     println!(
         "| case | texts | pieces | chars/text | audio (s) | RTF | front end | AR | NAR | codec | \

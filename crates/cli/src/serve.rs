@@ -93,7 +93,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let device = voxspec_train::device::single()?;
-    let paths = args.models.paths();
+    let paths = args.models.serving_paths();
     let kind = args
         .models
         .model
@@ -271,7 +271,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         .map(|u| u.text)
         .collect();
     let device = voxspec_train::device::single()?;
-    let paths = args.models.paths();
+    let paths = args.models.serving_paths();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()

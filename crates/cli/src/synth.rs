@@ -177,12 +177,10 @@ pub fn synthesize(args: SynthesizeArgs) -> anyhow::Result<()> {
             out.ar_seconds / seconds.max(1e-9),
             forwards as f64 / g.tokens.len() as f64,
             forwards,
-            match &pipeline.mel {
-                Some(mel) if pipeline.synthesis_layers() <= 1 => {
-                    format!("mel decoder + {}", mel.renderer().name())
-                }
-                Some(mel) => format!("NAR + mel decoder + {}", mel.renderer().name()),
-                None => "NAR + codec".into(),
+            if pipeline.mel.is_some() && pipeline.synthesis_layers() <= 1 {
+                pipeline.renderer_name()
+            } else {
+                format!("NAR + {}", pipeline.renderer_name())
             },
             out.rest_seconds
         );

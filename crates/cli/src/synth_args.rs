@@ -49,15 +49,27 @@ pub struct ModelArgs {
     /// MTP k=8 + Viterbi: 78 % identified at 1, 90 % at 0.25; AR 88 %).
     #[arg(long, default_value_t = 0.25, value_name = "W")]
     pub transition_weight: f32,
-    /// Implementation that runs the AR model and the draft: the native CPU engine (f32 or bf16
-    /// weights), or Burn on --device (use `burn` on a GPU).
-    #[arg(long, value_enum, default_value_t = EngineKind::Native)]
-    pub engine: EngineKind,
+    /// Implementation that runs the AR model, the draft, the NAR model and the mel decoder and
+    /// vocoder: the native CPU engine with f32, bf16 or int8 weights, or Burn on --device (use
+    /// `burn` on a GPU) [default: native; `serve` and `bench serve`: native-bf16].
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineKind>,
 }
 
 impl ModelArgs {
-    /// The model paths these arguments name.
+    /// The model paths these arguments name, on `--engine` or else the native engine in f32.
     pub fn paths(&self) -> ModelPaths {
+        self.paths_on(EngineKind::Native)
+    }
+
+    /// [`Self::paths`] for the server: bf16 weights unless `--engine` says otherwise (the
+    /// shipped checkpoints are stored in bf16, so the weights lose nothing; on AMX tiles the
+    /// activations of long products are rounded to bf16).
+    pub fn serving_paths(&self) -> ModelPaths {
+        self.paths_on(EngineKind::NativeBf16)
+    }
+
+    fn paths_on(&self, default_engine: EngineKind) -> ModelPaths {
         let defaults = ModelPaths::experiment(&self.exp);
         ModelPaths {
             ar: self.model.clone().unwrap_or(defaults.ar),
@@ -74,7 +86,7 @@ impl ModelArgs {
                 Some(dir) => Some(dir.clone()),
                 None => defaults.vocoder,
             },
-            engine: self.engine,
+            engine: self.engine.unwrap_or(default_engine),
         }
     }
 }

@@ -65,7 +65,7 @@ pub(crate) fn synthesize(args: &SynthesizeArgs) -> anyhow::Result<()> {
         model: model_dir.to_path_buf(),
         codec: args.models.codec.clone(),
         vocoder: args.vocoding.vocoder(),
-        engine: args.models.engine,
+        engine: args.models.engine.unwrap_or_default(),
     };
     let pipeline = MultiStreamPipeline::load(&paths, &device)?;
     let voice = pipeline.voice(reference)?;

@@ -7,4 +7,5 @@ mod multistream_parity;
 mod nar_parity;
 mod parity;
 mod render_parity;
+mod support;
 mod weight_format_parity;

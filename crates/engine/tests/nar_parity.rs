@@ -9,20 +9,9 @@ use voxspec_engine::NativeNar;
 use voxspec_mtp::{FrameTrack, NarConfig, NarItem, NarModel, NarTrackConfig};
 use voxspec_nn::{MlpKind, NormKind, PositionKind, TransformerConfig};
 
-const TOL: f32 = 1e-4;
+use crate::support::draw;
 
-/// Pseudo-random values below `n`.
-fn draw(len: usize, n: u32, seed: u64) -> Vec<u32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % u64::from(n)) as u32
-        })
-        .collect()
-}
+const TOL: f32 = 1e-4;
 
 /// A model with every parameter drawn at random (zero-initialised biases and embeddings would
 /// hide mistakes).

@@ -11,18 +11,7 @@ use voxspec_codec::vocoder::{ConvNextBlock, GriffinLimConfig, Vocoder, VocosConf
 use voxspec_codec::{MelDecoderConfig, MelSpeech};
 use voxspec_engine::{EngineError, NativeMelSpeech, WeightFormat};
 
-/// Pseudo-random values below `n`.
-fn draw(len: usize, n: u32, seed: u64) -> Vec<u32> {
-    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % u64::from(n)) as u32
-        })
-        .collect()
-}
+use crate::support::draw;
 
 /// Random scales and shifts (LayerNorm starts at γ = 1, β = 0, which hides a dropped β).
 fn randomise(norm: &mut LayerNorm, device: &Device) {

@@ -4,7 +4,9 @@
 //! - up to [`Defaults::max_batch`] sequences run at once; new requests are admitted whenever a
 //!   slot is free — a finished sequence frees its slot at once, not at the end of a batch;
 //! - the requests admitted together run their AR stage as one batched decode per decoder and
-//!   sampler (each keeps its own seed, so a batch gives the audio the request gets alone);
+//!   sampler (each keeps its own seed, so with f32 weights a batch gives the audio the request
+//!   gets alone; with bf16 weights on AMX tiles a batched step of 12 rows or more rounds its
+//!   activations to bf16, so the audio can differ from the request alone by that rounding);
 //! - then, each round, every streamed sequence advances by one chunk ([`SpeechStream`]: NAR and
 //!   codec for its next frames) and is sent it at once, and so does the oldest whole one (whole
 //!   responses are finished in arrival order, interleaved with the streams' chunks).

@@ -97,6 +97,12 @@ pub struct PipelineReport {
     pub threads: usize,
     /// The AR stage's decoder.
     pub decoder: String,
+    /// The engine of the AR model (`--engine`).
+    #[serde(default)]
+    pub engine: String,
+    /// What renders the codes ([`Pipeline::renderer_name`]).
+    #[serde(default)]
+    pub renderer: String,
     /// The cases, in the order given.
     pub cases: Vec<PipelineCase>,
 }
@@ -265,6 +271,8 @@ pub fn run_pipeline_bench(
         cpu: cpu_model(),
         threads,
         decoder: decoder.name(),
+        engine: pipeline.lm.kind().name().into(),
+        renderer: pipeline.renderer_name(),
         cases: out,
     })
 }

@@ -91,6 +91,18 @@ impl ArEngine {
             }
         })
     }
+
+    /// The `--engine` name of this implementation.
+    pub fn kind(&self) -> EngineKind {
+        match self {
+            ArEngine::Burn(_) => EngineKind::Burn,
+            ArEngine::Native(m) => match m.weight_format() {
+                WeightFormat::F32 => EngineKind::Native,
+                WeightFormat::Bf16 => EngineKind::NativeBf16,
+                WeightFormat::Int8 => EngineKind::NativeInt8,
+            },
+        }
+    }
 }
 
 fn other_engine() -> InferError {

@@ -271,6 +271,19 @@ impl Pipeline {
         })
     }
 
+    /// What renders the codes, for reports: the mel decoder and its renderer (and on which
+    /// implementation), or the codec's decoder.
+    pub fn renderer_name(&self) -> String {
+        match (&self.mel_engine, &self.mel) {
+            (Some(engine), _) => format!(
+                "mel decoder + vocoder (native, {} weights)",
+                engine.weight_format()
+            ),
+            (None, Some(mel)) => format!("mel decoder + {} (Burn)", mel.renderer().name()),
+            (None, None) => "codec decoder (Burn)".into(),
+        }
+    }
+
     /// Output sample rate.
     pub fn sample_rate(&self) -> u32 {
         self.codec_config.sample_rate
