@@ -291,7 +291,7 @@ fn speak_long(
     let ar: f64 = spoken.pieces.iter().map(|p| p.ar_seconds).sum();
     let rest: f64 = spoken.pieces.iter().map(|p| p.rest_seconds).sum();
     println!(
-        "{} pieces, {seconds:.2} s of audio in {wall:.2} s (AR {ar:.2} s, NAR + codec {rest:.2} s; \
+        "{} pieces, {seconds:.2} s of audio in {wall:.2} s (AR {ar:.2} s, codes to audio {rest:.2} s; \
          first piece after {:.2} s) → {}",
         spoken.pieces.len(),
         first_audio.unwrap_or(wall),

@@ -8,7 +8,7 @@
 
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, ConvTranspose1d};
-use burn::nn::{LayerNorm, Linear};
+use burn::nn::{LayerNorm, Linear, PaddingConfig1d};
 use burn::tensor::Tensor;
 use voxspec_codec::vocoder::{ConvNextBlock, NORM_EPSILON};
 
@@ -58,14 +58,7 @@ pub(crate) struct Conv {
 impl Conv {
     pub(crate) fn from_burn(conv: &Conv1d, name: &str, format: WeightFormat) -> Result<Self> {
         let [c_out, c_in, k] = conv.weight.val().dims();
-        check_same(
-            conv.stride,
-            conv.dilation,
-            conv.groups,
-            k,
-            &conv.padding,
-            name,
-        )?;
+        check_same(conv, name)?;
         let w = read_param(&conv.weight, name)?; // [c_out, c_in, k]
         let mut packed = vec![0.0f32; k * c_in * c_out];
         for o in 0..c_out {
@@ -107,21 +100,20 @@ impl Conv {
     }
 }
 
-/// Burn's "same" convolution of the codec crate: stride 1, no dilation, `k / 2` padding.
-fn check_same(
-    stride: usize,
-    dilation: usize,
-    groups: usize,
-    k: usize,
-    padding: &burn::nn::PaddingConfig1d,
-    name: &str,
-) -> Result<()> {
-    let same = matches!(padding, burn::nn::PaddingConfig1d::Explicit(a, b) if *a == k / 2 && *b == k / 2)
-        || (k == 1 && matches!(padding, burn::nn::PaddingConfig1d::Valid));
-    if stride != 1 || dilation != 1 || k.is_multiple_of(2) || !same {
+/// Burn's "same" convolution of the codec crate: odd kernel, stride 1, no dilation, `k / 2`
+/// padding on each side.
+fn check_same(conv: &Conv1d, name: &str) -> Result<()> {
+    let k = conv.kernel_size;
+    let same = match conv.padding {
+        PaddingConfig1d::Explicit(a, b) => a == k / 2 && b == k / 2,
+        PaddingConfig1d::Valid => k == 1,
+        _ => false,
+    };
+    if conv.stride != 1 || conv.dilation != 1 || k.is_multiple_of(2) || !same {
         return Err(model_error(format!(
             "{name}: only odd kernels with stride 1, dilation 1 and k/2 padding run natively \
-             (kernel {k}, stride {stride}, dilation {dilation}, groups {groups}, {padding:?})"
+             (kernel {k}, stride {}, dilation {}, groups {}, {:?})",
+            conv.stride, conv.dilation, conv.groups, conv.padding
         )));
     }
     Ok(())
@@ -140,14 +132,7 @@ pub(crate) struct DepthwiseConv {
 impl DepthwiseConv {
     pub(crate) fn from_burn(conv: &Conv1d, name: &str) -> Result<Self> {
         let [c, one, k] = conv.weight.val().dims();
-        check_same(
-            conv.stride,
-            conv.dilation,
-            conv.groups,
-            k,
-            &conv.padding,
-            name,
-        )?;
+        check_same(conv, name)?;
         if one != 1 || conv.groups != c {
             return Err(model_error(format!(
                 "{name}: a depthwise convolution has one input channel per group (weight \
