@@ -145,7 +145,7 @@ fn print_report(r: &PipelineReport) {
         r.cpu, r.threads, r.decoder, r.engine, r.renderer
     );
     println!(
-        "| case | texts | pieces | chars/text | audio (s) | RTF | front end | AR | NAR | codec | \
+        "| case | texts | pieces | chars/text | audio (s) | RTF | front end | AR | NAR | render | \
          first audio p50 (ms) | p95 (ms) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
