@@ -358,6 +358,13 @@ fn synthesize_and_bench_every_decoder() {
     let costs = report["forward_cost"].as_array().unwrap();
     assert_eq!(costs.len(), 4);
     assert_eq!(costs[0]["relative_to_k1"], 1.0);
+    // The report says where it was measured.
+    assert!(!report["cpu"].as_str().unwrap().is_empty());
+    let kernel = report["kernel"].as_str().unwrap();
+    assert!(
+        ["amx", "avx512", "avx2", "portable"].contains(&kernel),
+        "{kernel}"
+    );
 
     // `--top-k` with no value: MTP rows without Viterbi. With AR on Burn as the baseline
     // engine, decoding the same sentences greedily: the native engine's tokens.

@@ -172,6 +172,8 @@ pub fn run_decode_benchmark(
         split: setup.split.to_string(),
         utterances: utterances.len(),
         threads: rayon::current_num_threads(),
+        cpu: voxspec_tts::cpu_model(),
+        kernel: voxspec_engine::Kernel::detect().name(),
         engine: paths.engine,
         sampler: (&setup.sampler).into(),
         models: DecodeModels {

@@ -425,6 +425,10 @@ pub struct DecodeBenchReport {
     pub utterances: usize,
     /// Worker threads.
     pub threads: usize,
+    /// The CPU (`model name` of /proc/cpuinfo).
+    pub cpu: String,
+    /// The native engine's matrix kernel on this CPU (`VOXSPEC_KERNEL` caps it).
+    pub kernel: &'static str,
     /// The engine the rows ran on.
     pub engine: EngineKind,
     /// The sampler of every row.
@@ -452,7 +456,15 @@ impl DecodeBenchReport {
             .as_ref()
             .map(|f| (f.candidates, f.chance));
         let baseline = self.baseline.as_ref().map(|b| (&b.row, self.engine.name()));
-        decode_markdown(&self.rows, baseline, &costs, self.utterances, chance)
+        let mut md = decode_markdown(&self.rows, baseline, &costs, self.utterances, chance);
+        md.push_str(&format!(
+            "\nHost: {}, {} threads; engine {}, kernel {}.\n",
+            self.cpu,
+            self.threads,
+            self.engine.name(),
+            self.kernel
+        ));
+        md
     }
 }
 
