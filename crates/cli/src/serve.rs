@@ -277,6 +277,12 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
+    let cpu = voxspec_tts::cpu_model();
+    eprintln!(
+        "{cpu} ({} threads), engine {}",
+        rayon::current_num_threads(),
+        paths.engine.name()
+    );
     let mut runs = Vec::new();
     for &max_batch in &args.max_batch {
         let pipeline = Pipeline::load(&paths, &device)?;
@@ -324,6 +330,7 @@ pub fn bench(args: ServeBenchArgs) -> anyhow::Result<()> {
     }
     let report = serde_json::json!({
         "benchmark": "serve",
+        "cpu": cpu,
         "decoder": args.decoder,
         "engine": paths.engine,
         "requests_per_run": args.requests,

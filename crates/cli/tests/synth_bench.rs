@@ -669,3 +669,42 @@ fn synthesize_and_bench_every_decoder() {
     let err = fail(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(err.contains("ar, mtp or mtp-viterbi"), "{err}");
 }
+
+/// `bench serve` on the shipped real voice: the server's default engine (bf16), the CPU named,
+/// one run per client count with the audio it served.
+#[test]
+fn bench_serve_names_the_host_and_serves_the_real_voice() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = prepared(dir.path(), 3);
+    let exp = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../checkpoints/kathleen");
+    let out = dir.path().join("serve.json");
+    ok(&[
+        "--threads",
+        "2",
+        "bench",
+        "serve",
+        "--exp",
+        s(&exp),
+        "--data",
+        s(&data),
+        "--clients",
+        "1,2",
+        "--requests",
+        "2",
+        "--max-batch",
+        "2",
+        "--stream",
+        "--out",
+        s(&out),
+    ]);
+    let report = read_json(&out);
+    assert_eq!(report["engine"], "native-bf16");
+    assert!(!report["cpu"].as_str().unwrap().is_empty());
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        assert!(finite(&run["report"], "throughput") > 0.0);
+        assert!(finite(&run["report"], "ttfb_p50") > 0.0);
+        assert!(finite(&run["report"], "audio_seconds") > 0.0);
+    }
+}
