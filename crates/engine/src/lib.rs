@@ -16,7 +16,7 @@
 //! - [`NativeMelSpeech`]: the renderer of the real voice — the mel decoder and its Vocos
 //!   vocoder (`voxspec_codec::MelSpeech`) — on the same kernels, frame-major, with the inverse
 //!   STFT by FFT ([`render`]); samples within 2e-4 of Burn's RMS on the shipped renderer (f32),
-//!   1.3e-3 with bf16 weights on AMX tiles.
+//!   1.2e-3 with bf16 weights on AMX tiles.
 //! - [`matmul`]: small-M products (M ≤ 16 new tokens) that read each weight once for all rows,
 //!   split over the cores by output columns ([`team`]: helper threads that spin between
 //!   products, so a 5 µs product pays for the split), with AVX-512, AVX2 and portable micro-kernels

@@ -159,7 +159,8 @@ pub struct Synthesis {
     pub generation: Generation,
     /// Wall time of the AR stage (the decoder), seconds.
     pub ar_seconds: f64,
-    /// Wall time of the NAR stage and the codec decoder, seconds.
+    /// Wall time from the AR codes to the samples (the NAR stage when it runs, then the codec
+    /// decoder or the mel decoder and its renderer), seconds.
     pub rest_seconds: f64,
     /// The waveform at [`Pipeline::sample_rate`] (empty when the AR model ended at once).
     pub samples: Vec<f32>,
